@@ -1,0 +1,168 @@
+//! One typed configuration: command-line flags, each also readable from a
+//! `KARTEI_*` environment variable. Contradictions are refused by clap (exit 2).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "kartei",
+    version,
+    about = "GraphQL API for a keyword vocabulary, assignments and binaries"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the GraphQL API (the default command).
+    Serve(ServeArgs),
+    /// Apply the CQL schema (cql/*.cql) to the cluster, idempotently.
+    Migrate(StoreArgs),
+    /// Import a vocabulary from an NDJSON file (categories, keywords, GND entity types).
+    ImportVocabulary(ImportArgs),
+    /// Print a signed bearer token (HS256 with the configured secret).
+    Token(TokenArgs),
+    /// Print the GraphQL schema (SDL).
+    Schema,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// Directory of the embedded store (used unless --cassandra is given).
+    #[arg(long, env = "KARTEI_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+    /// Cassandra/ScyllaDB contact points, HOST:PORT, comma-separated.
+    #[arg(
+        long,
+        env = "KARTEI_CASSANDRA",
+        value_delimiter = ',',
+        conflicts_with = "data_dir"
+    )]
+    pub cassandra: Vec<String>,
+    /// Environment name: keyspaces are `<family>_<env>` (letters, digits, underscore).
+    #[arg(long, env = "KARTEI_ENV", default_value = "dev", value_parser = parse_env)]
+    pub env: String,
+    /// CQL replication map for `migrate`.
+    #[arg(
+        long,
+        env = "KARTEI_REPLICATION",
+        default_value = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    )]
+    pub replication: String,
+}
+
+fn parse_env(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 32
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if ok {
+        Ok(s.to_owned())
+    } else {
+        Err("use 1 to 32 lowercase letters, digits or underscores".into())
+    }
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct AuthArgs {
+    /// HS256 secret for bearer tokens. In embedded mode a secret is generated
+    /// into the data directory when none is given.
+    #[arg(long, env = "KARTEI_AUTH_SECRET", hide_env_values = true)]
+    pub auth_secret: Option<String>,
+    /// PEM file with an RS256 public key: tokens are then verified with it (and the secret is not used).
+    #[arg(long, env = "KARTEI_AUTH_PUBLIC_KEY", conflicts_with = "auth_secret")]
+    pub auth_public_key: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "KARTEI_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Load the demo vocabulary into an empty embedded store and print an admin token.
+    #[arg(long, env = "KARTEI_DEMO")]
+    pub demo: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+    #[command(flatten)]
+    pub limits: Limits,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Limits {
+    /// Largest accepted request body in bytes.
+    #[arg(long, env = "KARTEI_MAX_BODY_BYTES", default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// Deepest accepted GraphQL query.
+    #[arg(long, env = "KARTEI_MAX_DEPTH", default_value_t = 12)]
+    pub max_depth: usize,
+    /// Highest accepted GraphQL query complexity.
+    #[arg(long, env = "KARTEI_MAX_COMPLEXITY", default_value_t = 20_000)]
+    pub max_complexity: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 1 << 20,
+            max_depth: 12,
+            max_complexity: 20_000,
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportArgs {
+    /// The NDJSON file.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// How many records are written at once.
+    #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct TokenArgs {
+    /// The subject: recorded as creator on writes.
+    #[arg(long)]
+    pub sub: String,
+    /// Roles, comma-separated: contributor, archive, machine, editor, admin.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub roles: Vec<String>,
+    /// How long the token is valid.
+    #[arg(long, default_value_t = 24)]
+    pub valid_hours: u64,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+    /// Data directory whose generated secret to use when no --auth-secret is given.
+    #[arg(long, env = "KARTEI_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+}
+
+/// Where the store lives, resolved from [`StoreArgs`].
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub data_dir: PathBuf,
+    pub cassandra: Option<Vec<String>>,
+    pub env: String,
+    pub replication: String,
+}
+
+impl From<&StoreArgs> for StoreConfig {
+    fn from(a: &StoreArgs) -> Self {
+        StoreConfig {
+            data_dir: a.data_dir.clone(),
+            cassandra: (!a.cassandra.is_empty()).then(|| a.cassandra.clone()),
+            env: a.env.clone(),
+            replication: a.replication.clone(),
+        }
+    }
+}

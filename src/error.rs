@@ -1,0 +1,115 @@
+//! The API error type: one variant per client-visible failure, each with a
+//! fixed GraphQL `extensions.code` and HTTP status. Store and engine failures
+//! are logged here and shown to the client only as UNAVAILABLE or INTERNAL.
+
+use crate::store::StoreError;
+
+///
+/// It deliberately does not implement `Display`: async-graphql converts any
+/// `Display` type into an error without a code, and a resolver's `?` must
+/// never take that path. `message()` is the client-facing text.
+#[derive(Debug)]
+pub enum ApiError {
+    Unauthenticated,
+    InvalidToken(String),
+    Forbidden(&'static str),
+    NotFound(String),
+    BadUserInput(String),
+    Conflict {
+        message: String,
+        current: Option<String>,
+    },
+    InvalidTransition(String),
+    PayloadTooLarge(String),
+    Unavailable,
+    Internal,
+}
+
+impl ApiError {
+    /// The text shown to the client (never a driver or engine message).
+    pub fn message(&self) -> String {
+        match self {
+            ApiError::Unauthenticated => "authentication required: send a bearer token".into(),
+            ApiError::Forbidden(role) => format!("this operation needs the role {role}"),
+            ApiError::NotFound(what) => format!("{what} not found"),
+            ApiError::InvalidToken(m)
+            | ApiError::BadUserInput(m)
+            | ApiError::InvalidTransition(m)
+            | ApiError::PayloadTooLarge(m) => m.clone(),
+            ApiError::Conflict { message, .. } => message.clone(),
+            ApiError::Unavailable => "the store is unavailable, try again".into(),
+            ApiError::Internal => "internal error".into(),
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::Unauthenticated | ApiError::InvalidToken(_) => "UNAUTHENTICATED",
+            ApiError::Forbidden(_) => "FORBIDDEN",
+            ApiError::NotFound(_) => "NOT_FOUND",
+            ApiError::BadUserInput(_) => "BAD_USER_INPUT",
+            ApiError::Conflict { .. } => "CONFLICT",
+            ApiError::InvalidTransition(_) => "INVALID_TRANSITION",
+            ApiError::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
+            ApiError::Unavailable => "UNAVAILABLE",
+            ApiError::Internal => "INTERNAL",
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::Unauthenticated | ApiError::InvalidToken(_) => 401,
+            ApiError::Forbidden(_) => 403,
+            ApiError::NotFound(_) => 404,
+            ApiError::BadUserInput(_) => 400,
+            ApiError::Conflict { .. } | ApiError::InvalidTransition(_) => 409,
+            ApiError::PayloadTooLarge(_) => 413,
+            ApiError::Unavailable => 503,
+            ApiError::Internal => 500,
+        }
+    }
+
+    pub fn bad_input(msg: impl Into<String>) -> Self {
+        ApiError::BadUserInput(msg.into())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::BadCursor => {
+                ApiError::BadUserInput("the cursor is not valid for this query".into())
+            }
+            StoreError::Unavailable(msg) => {
+                tracing::error!(error = %msg, "store unavailable");
+                ApiError::Unavailable
+            }
+            StoreError::Invalid(msg) | StoreError::Internal(msg) => {
+                tracing::error!(error = %msg, "store error");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+impl From<ApiError> for async_graphql::Error {
+    fn from(e: ApiError) -> Self {
+        crate::metrics::graphql_error(e.code());
+        let code = e.code();
+        let current = match &e {
+            ApiError::Conflict { current, .. } => current.clone(),
+            _ => None,
+        };
+        async_graphql::ErrorExtensions::extend_with(
+            async_graphql::Error::new(e.message()),
+            |_, ext| {
+                ext.set("code", code);
+                if let Some(c) = current {
+                    ext.set("currentStatus", c);
+                }
+            },
+        )
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

@@ -1,0 +1,53 @@
+//! Schema assembly: the domains' root fields merged into one schema, with the
+//! depth and complexity limits, and the helpers every resolver shares.
+
+use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema};
+
+use crate::config::Limits;
+use crate::error::ApiError;
+use crate::themes::graphql::{ThemesMutation, ThemesQuery};
+use crate::themes::service::Themes;
+
+#[derive(MergedObject, Default)]
+pub struct Query(ThemesQuery);
+
+#[derive(MergedObject, Default)]
+pub struct Mutation(ThemesMutation);
+
+pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
+
+/// Default and largest `first` of a list or connection.
+pub const DEFAULT_FIRST: i32 = 20;
+pub const MAX_FIRST: i32 = 100;
+
+pub fn build(themes: Option<Themes>, limits: &Limits) -> KarteiSchema {
+    let mut b = Schema::build(Query::default(), Mutation::default(), EmptySubscription)
+        .limit_depth(limits.max_depth)
+        .limit_complexity(limits.max_complexity)
+        .limit_recursive_depth(64);
+    if let Some(t) = themes {
+        b = b.data(t);
+    }
+    b.finish()
+}
+
+/// The printed SDL, sorted, as kept in `schema.graphql`.
+pub fn sdl() -> String {
+    build(None, &Limits::default()).sdl_with_options(
+        SDLExportOptions::new()
+            .sorted_fields()
+            .sorted_arguments()
+            .sorted_enum_items(),
+    )
+}
+
+/// Validates `first`: 1 to [`MAX_FIRST`], default [`DEFAULT_FIRST`].
+pub fn page_size(first: Option<i32>) -> Result<usize, ApiError> {
+    let n = first.unwrap_or(DEFAULT_FIRST);
+    if !(1..=MAX_FIRST).contains(&n) {
+        return Err(ApiError::bad_input(format!(
+            "first must be between 1 and {MAX_FIRST}"
+        )));
+    }
+    Ok(n as usize)
+}

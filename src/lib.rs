@@ -1,0 +1,40 @@
+//! kartei: a GraphQL API over Cassandra-family tables for a cultural-heritage
+//! keyword vocabulary. The library builds everything (config -> store ->
+//! schema -> router); `main.rs` only parses the command line.
+
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod graphql;
+pub mod http;
+pub mod metrics;
+pub mod store;
+pub mod themes;
+
+/// The cluster schema, one file per keyspace (the source of truth for `migrate`).
+pub const CQL_FILES: &[(&str, &str)] = &[("cql/themes.cql", include_str!("../cql/themes.cql"))];
+
+/// The demo vocabulary loaded by `serve --demo`.
+pub const DEMO_VOCABULARY: &str = include_str!("../demo/vocabulary.ndjson");
+
+/// Splits a .cql file into statements (dropping `--` comments).
+pub fn cql_statements(text: &str) -> Vec<String> {
+    let without_comments: String = text
+        .lines()
+        .map(|l| match l.find("--") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    without_comments
+        .split(';')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Every declared table, for schema checks and maintenance.
+pub fn tables() -> Vec<&'static store::Table> {
+    themes::model::TABLES.to_vec()
+}

@@ -1,0 +1,184 @@
+//! The `kartei` command line; everything it runs lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use kartei::auth::Auth;
+use kartei::config::{Cli, Command, ImportArgs, ServeArgs, StoreArgs, StoreConfig, TokenArgs};
+use kartei::store::{DynStore, cql::CqlStore};
+use kartei::themes::{import, service::Themes};
+
+/// A mistake in how the command was called: one sentence, exit code 2.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Usage {}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+#[derive(Parser)]
+struct ServeDefaults {
+    #[command(flatten)]
+    args: ServeArgs,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KARTEI_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,scylla=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let command = cli
+        .command
+        .unwrap_or_else(|| Command::Serve(ServeDefaults::parse_from(["kartei"]).args));
+    match runtime.block_on(run(command)) {
+        Ok(code) => code,
+        Err(e) if e.is::<Usage>() => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Serve(args) => serve(args).await,
+        Command::Migrate(args) => migrate(args).await,
+        Command::ImportVocabulary(args) => import_vocabulary(args).await,
+        Command::Token(args) => token(args),
+        Command::Schema => {
+            print!("{}", kartei::graphql::sdl());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = StoreConfig::from(&args.store);
+    let embedded = config.cassandra.is_none();
+    if args.demo && !embedded {
+        return Err(usage(
+            "--demo loads the demo vocabulary into the embedded store only; drop --cassandra or --demo",
+        ));
+    }
+    let auth = Auth::from_args(&args.auth, embedded.then_some(config.data_dir.as_path())).map_err(|e| {
+        usage(format!("{e}; a cluster deployment needs --auth-secret (KARTEI_AUTH_SECRET) or --auth-public-key"))
+    })?;
+    let store = kartei::store::open(&config).await?;
+    if args.demo {
+        let themes = Themes::new(store.clone());
+        if themes
+            .portals()
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message()))?
+            .is_empty()
+        {
+            let report = import::import(&themes, kartei::DEMO_VOCABULARY.as_bytes(), 16).await?;
+            eprintln!("demo vocabulary: {}", report.summary());
+        } else {
+            eprintln!("demo vocabulary: the store already has portals, nothing loaded");
+        }
+    }
+    if embedded && args.auth.auth_public_key.is_none() {
+        let token = auth.mint("local-admin", &["admin".to_owned()], 30 * 24 * 3600)?;
+        eprintln!("admin token for local use (30 days):\n  Authorization: Bearer {token}");
+    }
+    let state = kartei::http::AppState::new(store, auth, args.limits.clone());
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| usage(format!("cannot listen on {}: {e}", args.listen)))?;
+    eprintln!(
+        "kartei serves on http://{} (GraphiQL: http://{}/graphiql, store: {})",
+        args.listen,
+        args.listen,
+        if embedded {
+            format!("embedded in {}", config.data_dir.display())
+        } else {
+            "cluster".into()
+        }
+    );
+    axum::serve(listener, kartei::http::router(state))
+        .with_graceful_shutdown(shutdown())
+        .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}
+
+async fn migrate(args: StoreArgs) -> anyhow::Result<ExitCode> {
+    let config = StoreConfig::from(&args);
+    let Some(nodes) = &config.cassandra else {
+        eprintln!("the embedded store needs no migration");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let store = CqlStore::connect(nodes, &config.env, config.replication.clone()).await?;
+    store.migrate(kartei::CQL_FILES).await?;
+    eprintln!("schema applied to keyspaces *_{}", config.env);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn import_vocabulary(args: ImportArgs) -> anyhow::Result<ExitCode> {
+    let file = std::fs::File::open(&args.file)
+        .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
+    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let themes = Themes::new(store);
+    let report = import::import(&themes, std::io::BufReader::new(file), args.concurrency).await?;
+    for (line, msg) in &report.errors {
+        eprintln!("{}:{line}: {msg}", args.file.display());
+    }
+    eprintln!("{}", report.summary());
+    Ok(if report.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn token(args: TokenArgs) -> anyhow::Result<ExitCode> {
+    let auth =
+        Auth::from_args(&args.auth, Some(&args.data_dir)).map_err(|e| usage(e.to_string()))?;
+    let t = auth
+        .mint(&args.sub, &args.roles, args.valid_hours * 3600)
+        .map_err(|e| usage(e.to_string()))?;
+    println!("{t}");
+    Ok(ExitCode::SUCCESS)
+}

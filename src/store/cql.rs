@@ -1,0 +1,555 @@
+//! The cluster engine over the `scylla` driver (Apache Cassandra and ScyllaDB).
+//!
+//! Statements are generated from the table declarations and prepared once
+//! (then cached by their text). Every partition-key value is bound, so the
+//! driver routes each request to a replica. Reads and writes use LOCAL_QUORUM,
+//! compare-and-set uses LOCAL_SERIAL. Slices continue after the last clustering
+//! key (the cursor), never with `ALLOW FILTERING`.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use futures::{StreamExt, TryStreamExt};
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::response::{PagingState, PagingStateResponse};
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::{Consistency, SerialConsistency};
+use scylla::value::CqlValue;
+
+use super::{
+    Bound, Cas, CasOutcome, Condition, Mutation, Order, Page, Row, Slice, Store, StoreError, Table,
+    Value, check_key, check_slice, decode_cursor, slice_fingerprint,
+};
+use crate::metrics;
+
+pub struct CqlStore {
+    session: Session,
+    env: String,
+    replication: String,
+    prepared: Mutex<HashMap<String, PreparedStatement>>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn to_cql(v: &Option<Value>) -> Option<CqlValue> {
+    v.as_ref().map(|v| match v {
+        Value::Text(s) => CqlValue::Text(s.clone()),
+        Value::Int(i) => CqlValue::Int(*i),
+        Value::BigInt(i) => CqlValue::BigInt(*i),
+        Value::Double(f) => CqlValue::Double(*f),
+        Value::Boolean(b) => CqlValue::Boolean(*b),
+        Value::Blob(b) => CqlValue::Blob(b.clone()),
+        Value::TextList(l) => CqlValue::List(l.iter().cloned().map(CqlValue::Text).collect()),
+    })
+}
+
+fn from_cql(v: Option<CqlValue>) -> Result<Option<Value>, StoreError> {
+    Ok(match v {
+        None | Some(CqlValue::Empty) => None,
+        Some(CqlValue::Text(s)) | Some(CqlValue::Ascii(s)) => Some(Value::Text(s)),
+        Some(CqlValue::Int(i)) => Some(Value::Int(i)),
+        Some(CqlValue::BigInt(i)) => Some(Value::BigInt(i)),
+        Some(CqlValue::Double(f)) => Some(Value::Double(f)),
+        Some(CqlValue::Boolean(b)) => Some(Value::Boolean(b)),
+        Some(CqlValue::Blob(b)) => Some(Value::Blob(b)),
+        Some(CqlValue::List(l)) => Some(Value::TextList(
+            l.into_iter()
+                .map(|v| match v {
+                    CqlValue::Text(s) => Ok(s),
+                    other => Err(StoreError::Internal(format!(
+                        "unexpected list item {other:?}"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
+        )),
+        Some(other) => {
+            return Err(StoreError::Internal(format!(
+                "unexpected CQL value {other:?}"
+            )));
+        }
+    })
+}
+
+fn key_values(key: &[Value]) -> Vec<Option<CqlValue>> {
+    key.iter().map(|v| to_cql(&Some(v.clone()))).collect()
+}
+
+/// `a = ? AND b = ?` for the first `n` key columns.
+fn key_where(table: &Table, n: usize) -> String {
+    (0..n)
+        .map(|i| format!("{} = ?", table.column(i).name))
+        .collect::<Vec<_>>()
+        .join(" AND ")
+}
+
+fn select_list(table: &Table) -> String {
+    table
+        .all_columns()
+        .map(|c| c.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl CqlStore {
+    /// Connects to the cluster. `replication` is the CQL replication map used by `migrate`.
+    pub async fn connect(nodes: &[String], env: &str, replication: String) -> anyhow::Result<Self> {
+        let profile = ExecutionProfile::builder()
+            .consistency(Consistency::LocalQuorum)
+            .serial_consistency(Some(SerialConsistency::LocalSerial))
+            .request_timeout(Some(Duration::from_secs(15)))
+            .build()
+            .into_handle();
+        let session = SessionBuilder::new()
+            .known_nodes(nodes)
+            .connection_timeout(Duration::from_secs(10))
+            .default_execution_profile_handle(profile)
+            .build()
+            .await?;
+        Ok(CqlStore {
+            session,
+            env: env.to_owned(),
+            replication,
+            prepared: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn name(&self, table: &Table) -> String {
+        format!("{}_{}.{}", table.keyspace.prefix(), self.env, table.name)
+    }
+
+    async fn prepare(&self, cql: String) -> Result<PreparedStatement, StoreError> {
+        if let Some(p) = self.prepared.lock().expect("prepared cache").get(&cql) {
+            return Ok(p.clone());
+        }
+        let p = self.session.prepare(cql.as_str()).await.map_err(|e| {
+            tracing::error!(error = %e, cql = %cql, "prepare failed");
+            unavailable(e)
+        })?;
+        self.prepared
+            .lock()
+            .expect("prepared cache")
+            .insert(cql, p.clone());
+        Ok(p)
+    }
+
+    async fn run(
+        &self,
+        stmt: &PreparedStatement,
+        values: Vec<Option<CqlValue>>,
+    ) -> Result<scylla::response::query_result::QueryResult, StoreError> {
+        metrics::store_request();
+        self.session
+            .execute_unpaged(stmt, values)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, cql = stmt.get_statement(), "CQL request failed");
+                unavailable(e)
+            })
+    }
+
+    fn rows(
+        table: &'static Table,
+        result: scylla::response::query_result::QueryResult,
+    ) -> Result<Vec<Row>, StoreError> {
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
+        let mut out = Vec::new();
+        for r in rows
+            .rows::<scylla::value::Row>()
+            .map_err(|e| StoreError::Internal(e.to_string()))?
+        {
+            let r = r.map_err(|e| StoreError::Internal(e.to_string()))?;
+            let values = r
+                .columns
+                .into_iter()
+                .map(from_cql)
+                .collect::<Result<Vec<_>, _>>()?;
+            out.push(Row { table, values });
+        }
+        Ok(out)
+    }
+
+    async fn get_one(
+        &self,
+        table: &'static Table,
+        key: &[Value],
+        serial: bool,
+    ) -> Result<Option<Row>, StoreError> {
+        let cql = format!(
+            "SELECT {} FROM {} WHERE {}",
+            select_list(table),
+            self.name(table),
+            key_where(table, table.key_len())
+        );
+        let mut stmt = self.prepare(cql).await?;
+        if serial {
+            stmt.set_consistency(Consistency::LocalSerial);
+        }
+        let result = self.run(&stmt, key_values(key)).await?;
+        Ok(Self::rows(table, result)?.into_iter().next())
+    }
+
+    async fn mutation_statement(
+        &self,
+        m: &Mutation,
+    ) -> Result<(PreparedStatement, Vec<Option<CqlValue>>), StoreError> {
+        match m {
+            Mutation::Upsert { row, ttl } => {
+                let t = row.table;
+                let cols = select_list(t);
+                let marks = vec!["?"; t.width()].join(", ");
+                let cql = format!(
+                    "INSERT INTO {} ({cols}) VALUES ({marks}) USING TTL ?",
+                    self.name(t)
+                );
+                let mut values: Vec<_> = row.values.iter().map(to_cql).collect();
+                values.push(Some(CqlValue::Int(ttl.unwrap_or(0) as i32)));
+                Ok((self.prepare(cql).await?, values))
+            }
+            Mutation::Delete { table, key } => {
+                let cql = format!(
+                    "DELETE FROM {} WHERE {}",
+                    self.name(table),
+                    key_where(table, key.len())
+                );
+                Ok((self.prepare(cql).await?, key_values(key)))
+            }
+        }
+    }
+
+    /// Applies `cql/*.cql` (the keyspace files) for this store's env, idempotently.
+    pub async fn migrate(&self, files: &[(&str, &str)]) -> anyhow::Result<()> {
+        for (file, text) in files {
+            for stmt in crate::cql_statements(text) {
+                let stmt = stmt
+                    .replace("${env}", &self.env)
+                    .replace("${replication}", &self.replication);
+                tracing::info!(file, "applying {}", stmt.lines().next().unwrap_or_default());
+                self.session
+                    .query_unpaged(stmt.as_str(), ())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{file}: {e}\n{stmt}"))?;
+            }
+        }
+        self.session.await_schema_agreement().await?;
+        Ok(())
+    }
+
+    /// The column names and CQL types of a table as the cluster has them (for the schema test).
+    pub async fn describe(&self, table: &Table) -> anyhow::Result<Vec<(String, String)>> {
+        let ks = format!("{}_{}", table.keyspace.prefix(), self.env);
+        let result = self
+            .session
+            .query_unpaged(
+                "SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?",
+                (ks, table.name),
+            )
+            .await?
+            .into_rows_result()?;
+        let mut out = Vec::new();
+        for r in result.rows::<(String, String)>()? {
+            out.push(r?);
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Store for CqlStore {
+    fn engine(&self) -> &'static str {
+        "cql"
+    }
+
+    async fn get(&self, table: &'static Table, key: &[Value]) -> Result<Option<Row>, StoreError> {
+        check_key(table, key, true)?;
+        self.get_one(table, key, false).await
+    }
+
+    async fn get_many(
+        &self,
+        table: &'static Table,
+        keys: &[Vec<Value>],
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        for k in keys {
+            check_key(table, k, true)?;
+        }
+        let reads: Vec<_> = keys.iter().map(|k| self.get_one(table, k, false)).collect();
+        futures::stream::iter(reads)
+            .buffered(64)
+            .try_collect()
+            .await
+    }
+
+    async fn slice(&self, table: &'static Table, s: &Slice) -> Result<Page, StoreError> {
+        check_slice(table, s)?;
+        let fp = slice_fingerprint(table, s);
+        let pk = table.partition_key.len();
+        let p = s.prefix.len();
+        let rest: Vec<_> = table.clustering[p..].iter().collect();
+        if rest.windows(2).any(|w| w[0].1 != w[1].1) {
+            return Err(StoreError::Invalid(format!(
+                "{}: mixed clustering orders are not sliceable",
+                table.name
+            )));
+        }
+        let mut clauses = vec![key_where(table, pk + p)];
+        let mut values = key_values(&s.partition);
+        values.extend(key_values(&s.prefix));
+        // Reading "forward" means ascending values when the columns are ASC.
+        let ascending = (rest.first().map(|c| c.1) == Some(Order::Asc)) != s.reverse;
+        let after = match &s.after {
+            Some(c) => Some(decode_cursor(table, fp, c, pk, table.clustering.len())?),
+            None => None,
+        };
+        let tuple = |cols: &[&(super::Column, Order)]| {
+            format!(
+                "({})",
+                cols.iter().map(|c| c.0.name).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let bound_col = rest.first().map(|c| c.0.name).unwrap_or_default();
+        let multi = after.is_some() && rest.len() > 1;
+        let bound_clause = |b: &Bound, lower: bool| {
+            let (op, v) = match (b, lower) {
+                (Bound::Inclusive(v), true) => (">=", v),
+                (Bound::Exclusive(v), true) => (">", v),
+                (Bound::Inclusive(v), false) => ("<=", v),
+                (Bound::Exclusive(v), false) => ("<", v),
+            };
+            // Cassandra refuses a single-column slice beside a tuple slice on the same column.
+            let lhs = if multi {
+                format!("({bound_col})")
+            } else {
+                bound_col.to_owned()
+            };
+            let rhs = if multi { "(?)" } else { "?" };
+            (format!("{lhs} {op} {rhs}"), v.clone())
+        };
+        let (start_bound, end_bound) = if ascending {
+            (&s.lower, &s.upper)
+        } else {
+            (&s.upper, &s.lower)
+        };
+        if let Some(a) = &after {
+            let rest_vals = &a[p..];
+            let op = if ascending { ">" } else { "<" };
+            let marks = vec!["?"; rest_vals.len()].join(", ");
+            clauses.push(format!("{} {op} ({marks})", tuple(&rest)));
+            values.extend(key_values(rest_vals));
+        } else if let Some(b) = start_bound {
+            let (c, v) = bound_clause(b, ascending);
+            clauses.push(c);
+            values.push(to_cql(&Some(v)));
+        }
+        if let Some(b) = end_bound {
+            let (c, v) = bound_clause(b, !ascending);
+            clauses.push(c);
+            values.push(to_cql(&Some(v)));
+        }
+        let order = if s.reverse {
+            let by = table
+                .clustering
+                .iter()
+                .map(|(c, o)| {
+                    format!(
+                        "{} {}",
+                        c.name,
+                        if *o == Order::Asc { "DESC" } else { "ASC" }
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!(" ORDER BY {by}")
+        } else {
+            String::new()
+        };
+        let cql = format!(
+            "SELECT {} FROM {} WHERE {}{order} LIMIT ?",
+            select_list(table),
+            self.name(table),
+            clauses.join(" AND ")
+        );
+        values.push(Some(CqlValue::Int(
+            (s.limit + 1).min(i32::MAX as usize) as i32
+        )));
+        let stmt = self.prepare(cql).await?;
+        let rows = Self::rows(table, self.run(&stmt, values).await?)?;
+        super::embedded::page(table, fp, rows, s.limit)
+    }
+
+    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        for m in &batch {
+            m.validate()?;
+        }
+        if batch.len() == 1 {
+            let (stmt, values) = self.mutation_statement(&batch[0]).await?;
+            self.run(&stmt, values).await?;
+            return Ok(());
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut b = Batch::new(BatchType::Logged);
+        let mut all_values = Vec::with_capacity(batch.len());
+        for m in &batch {
+            let (stmt, values) = self.mutation_statement(m).await?;
+            b.append_statement(stmt);
+            all_values.push(values);
+        }
+        metrics::store_request();
+        self.session.batch(&b, all_values).await.map_err(|e| {
+            tracing::warn!(error = %e, "CQL batch failed");
+            unavailable(e)
+        })?;
+        Ok(())
+    }
+
+    async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
+        if cas.ttl == Some(0) {
+            return Err(StoreError::Invalid("a TTL must be positive".into()));
+        }
+        cas.row.validate()?;
+        let table = cas.row.table;
+        let key = cas.row.key()?;
+        let ttl = Some(CqlValue::Int(cas.ttl.unwrap_or(0) as i32));
+        let (cql, values) = match &cas.condition {
+            Condition::NotExists => {
+                let marks = vec!["?"; table.width()].join(", ");
+                let cql = format!(
+                    "INSERT INTO {} ({}) VALUES ({marks}) IF NOT EXISTS USING TTL ?",
+                    self.name(table),
+                    select_list(table)
+                );
+                let mut values: Vec<_> = cas.row.values.iter().map(to_cql).collect();
+                values.push(ttl);
+                (cql, values)
+            }
+            Condition::Equals(expected) => {
+                let mut sets = Vec::new();
+                let mut values = vec![ttl];
+                for i in table.key_len()..table.width() {
+                    if let Some(v) = &cas.row.values[i] {
+                        sets.push(format!("{} = ?", table.column(i).name));
+                        values.push(to_cql(&Some(v.clone())));
+                    }
+                }
+                if sets.is_empty() {
+                    return Err(StoreError::Invalid(
+                        "a conditional update must set a column".into(),
+                    ));
+                }
+                values.extend(key_values(&key));
+                let mut conds = Vec::new();
+                for (name, v) in expected {
+                    if table.index_of(name).is_none_or(|i| i < table.key_len()) {
+                        return Err(StoreError::Invalid(format!(
+                            "{}: cannot condition on {name}",
+                            table.name
+                        )));
+                    }
+                    conds.push(format!("{name} = ?"));
+                    values.push(to_cql(v));
+                }
+                let cql = format!(
+                    "UPDATE {} USING TTL ? SET {} WHERE {} IF {}",
+                    self.name(table),
+                    sets.join(", "),
+                    key_where(table, table.key_len()),
+                    conds.join(" AND ")
+                );
+                (cql, values)
+            }
+        };
+        let stmt = self.prepare(cql).await?;
+        let result = self.run(&stmt, values).await?;
+        let rows = result
+            .into_rows_result()
+            .map_err(|e| StoreError::Internal(e.to_string()))?;
+        let (applied,): (bool,) = {
+            let mut it = rows
+                .rows::<scylla::value::Row>()
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+            let first = it
+                .next()
+                .ok_or_else(|| StoreError::Internal("LWT returned no row".into()))?
+                .map_err(|e| StoreError::Internal(e.to_string()))?;
+            match first.columns.first() {
+                Some(Some(CqlValue::Boolean(b))) => (*b,),
+                _ => return Err(StoreError::Internal("LWT returned no [applied]".into())),
+            }
+        };
+        let current = if applied && matches!(cas.condition, Condition::NotExists) {
+            Some(cas.row.clone())
+        } else {
+            self.get_one(table, &key, true).await?
+        };
+        Ok(CasOutcome { applied, current })
+    }
+
+    async fn scan(
+        &self,
+        table: &'static Table,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let fp = super::fnv1a(self.name(table).as_bytes()).to_be_bytes();
+        let state = match &after {
+            Some(c) => {
+                let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                    .decode(c)
+                    .map_err(|_| StoreError::BadCursor)?;
+                if raw.len() < 8 || raw[..8] != fp {
+                    return Err(StoreError::BadCursor);
+                }
+                PagingState::new_from_raw_bytes(&raw[8..])
+            }
+            None => PagingState::start(),
+        };
+        let cql = format!("SELECT {} FROM {}", select_list(table), self.name(table));
+        let mut stmt = self.prepare(cql).await?;
+        stmt.set_page_size(limit.clamp(1, 5000) as i32);
+        metrics::store_request();
+        let (result, next) = self
+            .session
+            .execute_single_page(&stmt, (), state)
+            .await
+            .map_err(|e| {
+                if after.is_some() {
+                    StoreError::BadCursor
+                } else {
+                    unavailable(e)
+                }
+            })?;
+        let rows = Self::rows(table, result)?;
+        let next = match next {
+            PagingStateResponse::HasMorePages { state } => state.as_bytes_slice().map(|b| {
+                let mut raw = fp.to_vec();
+                raw.extend_from_slice(b);
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+            }),
+            PagingStateResponse::NoMorePages => None,
+        };
+        Ok(Page {
+            rows,
+            next,
+            cursors: Vec::new(),
+        })
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let stmt = self
+            .prepare("SELECT release_version FROM system.local".into())
+            .await?;
+        self.run(&stmt, vec![]).await.map(|_| ())
+    }
+}

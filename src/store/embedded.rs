@@ -1,0 +1,505 @@
+//! The embedded engine: every table lives in one redb B-tree under an
+//! order-preserving key encoding (see `key.rs`). redb gives crash-safe,
+//! serialisable write transactions, so a batch is one transaction and a
+//! compare-and-set is a read and a write inside one transaction.
+//!
+//! A row's value is `expires_at_ms (u64 BE, 0 = never) ++ JSON of its values`.
+//! Expired rows are invisible to reads; a sweeper deletes them using a second
+//! tree ordered by expiry time.
+
+use std::ops::Bound as RBound;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+
+use super::key;
+use super::{
+    Bound, Cas, CasOutcome, Condition, Mutation, Order, Page, Row, Slice, Store, StoreError, Table,
+    Value, check_key, check_slice, decode_cursor, encode_cursor, slice_fingerprint,
+};
+
+const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
+/// expires_at_ms (u64 BE) ++ row key -> nothing.
+const EXPIRY: TableDefinition<&[u8], ()> = TableDefinition::new("expiry");
+
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+}
+
+fn internal(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Internal(e.to_string())
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the store in `dir`, and starts the expiry sweeper
+    /// when called inside a Tokio runtime.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let db = Database::create(dir.join("kartei.redb"))?;
+        let txn = db.begin_write()?;
+        txn.open_table(ROWS)?;
+        txn.open_table(EXPIRY)?;
+        txn.commit()?;
+        let store = EmbeddedStore { db: Arc::new(db) };
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let weak = Arc::downgrade(&store.db);
+            handle.spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    let Some(db) = weak.upgrade() else { break };
+                    let s = EmbeddedStore { db };
+                    if let Err(e) = tokio::task::spawn_blocking(move || s.sweep_expired()).await {
+                        tracing::warn!(error = %e, "expiry sweep failed");
+                    }
+                }
+            });
+        }
+        Ok(store)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || f(&db))
+            .await
+            .map_err(internal)?
+    }
+
+    /// Deletes rows whose TTL has passed. Returns how many were removed.
+    pub fn sweep_expired(&self) -> Result<usize, StoreError> {
+        let now = now_ms();
+        let txn = self.db.begin_write().map_err(internal)?;
+        let mut removed = 0;
+        {
+            let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
+            let mut rows = txn.open_table(ROWS).map_err(internal)?;
+            let end = now.to_be_bytes();
+            let due: Vec<Vec<u8>> = expiry
+                .range::<&[u8]>(..&end[..])
+                .map_err(internal)?
+                .map(|e| e.map(|(k, _)| k.value().to_vec()))
+                .collect::<Result<_, _>>()
+                .map_err(internal)?;
+            for entry in due {
+                expiry.remove(entry.as_slice()).map_err(internal)?;
+                let row_key = &entry[8..];
+                let still_expired = match rows.get(row_key).map_err(internal)? {
+                    Some(v) => expired(v.value(), now),
+                    None => false,
+                };
+                if still_expired {
+                    rows.remove(row_key).map_err(internal)?;
+                    removed += 1;
+                }
+            }
+        }
+        txn.commit().map_err(internal)?;
+        Ok(removed)
+    }
+}
+
+fn expires_at(value: &[u8]) -> u64 {
+    value
+        .get(..8)
+        .map(|b| u64::from_be_bytes(b.try_into().unwrap_or_default()))
+        .unwrap_or(0)
+}
+
+fn expired(value: &[u8], now: u64) -> bool {
+    let at = expires_at(value);
+    at != 0 && at <= now
+}
+
+fn decode_row(table: &'static Table, value: &[u8]) -> Result<Row, StoreError> {
+    let values: Vec<Option<Value>> = serde_json::from_slice(&value[8..]).map_err(internal)?;
+    if values.len() != table.width() {
+        return Err(StoreError::Internal(format!(
+            "{}: stored row has wrong width",
+            table.name
+        )));
+    }
+    Ok(Row { table, values })
+}
+
+fn encode_value(row: &Row, expires: u64) -> Vec<u8> {
+    let mut out = expires.to_be_bytes().to_vec();
+    serde_json::to_writer(&mut out, &row.values).expect("values serialise");
+    out
+}
+
+fn read_live<T: ReadableTable<&'static [u8], &'static [u8]>>(
+    rows: &T,
+    table: &'static Table,
+    k: &[u8],
+    now: u64,
+) -> Result<Option<Row>, StoreError> {
+    match rows.get(k).map_err(internal)? {
+        Some(v) if !expired(v.value(), now) => Ok(Some(decode_row(table, v.value())?)),
+        _ => Ok(None),
+    }
+}
+
+fn write_row(
+    rows: &mut redb::Table<&[u8], &[u8]>,
+    expiry: &mut redb::Table<&[u8], ()>,
+    row: &Row,
+    ttl: Option<u32>,
+    now: u64,
+) -> Result<(), StoreError> {
+    let k = key::encode(row.table, &row.key()?)?;
+    let expires = ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
+    rows.insert(k.as_slice(), encode_value(row, expires).as_slice())
+        .map_err(internal)?;
+    if expires != 0 {
+        let mut e = expires.to_be_bytes().to_vec();
+        e.extend_from_slice(&k);
+        expiry.insert(e.as_slice(), ()).map_err(internal)?;
+    }
+    Ok(())
+}
+
+/// The byte range of a slice, before any cursor.
+fn slice_range(table: &'static Table, s: &Slice) -> Result<(Vec<u8>, Option<Vec<u8>>), StoreError> {
+    let mut base = key::encode(table, &s.partition)?;
+    let pk = table.partition_key.len();
+    for (i, v) in s.prefix.iter().enumerate() {
+        key::push(&mut base, v, key::order_of(table, pk + i))?;
+    }
+    let mut start = base.clone();
+    let mut end = key::successor(&base);
+    if s.lower.is_none() && s.upper.is_none() {
+        return Ok((start, end));
+    }
+    let col = pk + s.prefix.len();
+    let desc = key::order_of(table, col) == Order::Desc;
+    let enc = |v: &Value| -> Result<Vec<u8>, StoreError> {
+        let mut b = base.clone();
+        key::push(&mut b, v, key::order_of(table, col))?;
+        Ok(b)
+    };
+    // In value order: lower/upper. On a descending column they swap ends in byte order.
+    let (byte_lower, byte_upper) = if desc {
+        (&s.upper, &s.lower)
+    } else {
+        (&s.lower, &s.upper)
+    };
+    if let Some(b) = byte_lower {
+        start = match b {
+            Bound::Inclusive(v) => enc(v)?,
+            Bound::Exclusive(v) => {
+                key::successor(&enc(v)?).unwrap_or_else(|| end.clone().unwrap_or_default())
+            }
+        };
+    }
+    if let Some(b) = byte_upper {
+        end = match b {
+            Bound::Inclusive(v) => key::successor(&enc(v)?),
+            Bound::Exclusive(v) => Some(enc(v)?),
+        };
+    }
+    Ok((start, end))
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    fn engine(&self) -> &'static str {
+        "embedded"
+    }
+
+    async fn get(&self, table: &'static Table, k: &[Value]) -> Result<Option<Row>, StoreError> {
+        check_key(table, k, true)?;
+        let k = key::encode(table, k)?;
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(internal)?;
+            let rows = txn.open_table(ROWS).map_err(internal)?;
+            read_live(&rows, table, &k, now_ms())
+        })
+        .await
+    }
+
+    async fn get_many(
+        &self,
+        table: &'static Table,
+        keys: &[Vec<Value>],
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        let encoded = keys
+            .iter()
+            .map(|k| {
+                check_key(table, k, true)?;
+                key::encode(table, k)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(internal)?;
+            let rows = txn.open_table(ROWS).map_err(internal)?;
+            let now = now_ms();
+            encoded
+                .iter()
+                .map(|k| read_live(&rows, table, k, now))
+                .collect()
+        })
+        .await
+    }
+
+    async fn slice(&self, table: &'static Table, s: &Slice) -> Result<Page, StoreError> {
+        check_slice(table, s)?;
+        let fp = slice_fingerprint(table, s);
+        let pk = table.partition_key.len();
+        let (start, end) = slice_range(table, s)?;
+        let after = match &s.after {
+            Some(c) => {
+                let ck = decode_cursor(table, fp, c, pk, table.clustering.len())?;
+                let mut full = s.partition.clone();
+                full.extend(ck);
+                Some(key::encode(table, &full)?)
+            }
+            None => None,
+        };
+        let (reverse, limit) = (s.reverse, s.limit);
+        let rows = self
+            .blocking(move |db| {
+                let txn = db.begin_read().map_err(internal)?;
+                let rows = txn.open_table(ROWS).map_err(internal)?;
+                let now = now_ms();
+                let mut lo = RBound::Included(start.as_slice());
+                let mut hi = match &end {
+                    Some(e) => RBound::Excluded(e.as_slice()),
+                    None => RBound::Unbounded,
+                };
+                if let Some(a) = &after {
+                    if reverse {
+                        hi = RBound::Excluded(a.as_slice());
+                    } else {
+                        lo = RBound::Excluded(a.as_slice());
+                    }
+                }
+                if let (RBound::Included(l) | RBound::Excluded(l), RBound::Excluded(h)) = (lo, hi)
+                    && l >= h
+                {
+                    return Ok(Vec::new());
+                }
+                let range = rows.range::<&[u8]>((lo, hi)).map_err(internal)?;
+                let mut out = Vec::new();
+                let mut push = |entry: Result<
+                    (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>),
+                    redb::StorageError,
+                >|
+                 -> Result<bool, StoreError> {
+                    let (_, v) = entry.map_err(internal)?;
+                    if !expired(v.value(), now) {
+                        out.push(decode_row(table, v.value())?);
+                    }
+                    Ok(out.len() > limit)
+                };
+                if reverse {
+                    for e in range.rev() {
+                        if push(e)? {
+                            break;
+                        }
+                    }
+                } else {
+                    for e in range {
+                        if push(e)? {
+                            break;
+                        }
+                    }
+                }
+                Ok(out)
+            })
+            .await?;
+        page(table, fp, rows, s.limit)
+    }
+
+    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        for m in &batch {
+            m.validate()?;
+        }
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(internal)?;
+            {
+                let mut rows = txn.open_table(ROWS).map_err(internal)?;
+                let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
+                let now = now_ms();
+                for m in &batch {
+                    match m {
+                        Mutation::Upsert { row, ttl } => {
+                            write_row(&mut rows, &mut expiry, row, *ttl, now)?;
+                        }
+                        Mutation::Delete { table, key: k } => {
+                            let prefix = key::encode(table, k)?;
+                            if k.len() == table.key_len() {
+                                rows.remove(prefix.as_slice()).map_err(internal)?;
+                            } else {
+                                let end = key::successor(&prefix);
+                                let hi = match &end {
+                                    Some(e) => RBound::Excluded(e.as_slice()),
+                                    None => RBound::Unbounded,
+                                };
+                                rows.retain_in::<&[u8], _>(
+                                    (RBound::Included(prefix.as_slice()), hi),
+                                    |_, _| false,
+                                )
+                                .map_err(internal)?;
+                            }
+                        }
+                    }
+                }
+            }
+            txn.commit().map_err(internal)
+        })
+        .await
+    }
+
+    async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
+        if cas.ttl == Some(0) {
+            return Err(StoreError::Invalid("a TTL must be positive".into()));
+        }
+        cas.row.validate()?;
+        self.blocking(move |db| {
+            let table = cas.row.table;
+            let k = key::encode(table, &cas.row.key()?)?;
+            let txn = db.begin_write().map_err(internal)?;
+            let outcome = {
+                let mut rows = txn.open_table(ROWS).map_err(internal)?;
+                let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
+                let now = now_ms();
+                let current = read_live(&rows, table, &k, now)?;
+                let next = match (&cas.condition, current) {
+                    (Condition::NotExists, None) => Ok(cas.row.clone()),
+                    (Condition::NotExists, Some(cur)) => Err(Some(cur)),
+                    (Condition::Equals(_), None) => Err(None),
+                    (Condition::Equals(expected), Some(cur)) => {
+                        if expected.iter().all(|(name, v)| cur.get(name) == v.as_ref()) {
+                            let mut next = cur;
+                            for i in table.key_len()..table.width() {
+                                if let Some(v) = &cas.row.values[i] {
+                                    next.values[i] = Some(v.clone());
+                                }
+                            }
+                            Ok(next)
+                        } else {
+                            Err(Some(cur))
+                        }
+                    }
+                };
+                match next {
+                    Ok(row) => {
+                        write_row(&mut rows, &mut expiry, &row, cas.ttl, now)?;
+                        CasOutcome {
+                            applied: true,
+                            current: Some(row),
+                        }
+                    }
+                    Err(current) => CasOutcome {
+                        applied: false,
+                        current,
+                    },
+                }
+            };
+            if outcome.applied {
+                txn.commit().map_err(internal)?;
+            } else {
+                txn.abort().map_err(internal)?;
+            }
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn scan(
+        &self,
+        table: &'static Table,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let fp = super::fnv1a(table.qualified().as_bytes());
+        let start = match &after {
+            Some(c) => Some(key::encode(
+                table,
+                &decode_cursor(table, fp, c, 0, table.key_len())?,
+            )?),
+            None => None,
+        };
+        let prefix = key::table_prefix(table);
+        let rows = self
+            .blocking(move |db| {
+                let txn = db.begin_read().map_err(internal)?;
+                let rows = txn.open_table(ROWS).map_err(internal)?;
+                let now = now_ms();
+                let end = key::successor(&prefix);
+                let lo = match &start {
+                    Some(s) => RBound::Excluded(s.as_slice()),
+                    None => RBound::Included(prefix.as_slice()),
+                };
+                let hi = match &end {
+                    Some(e) => RBound::Excluded(e.as_slice()),
+                    None => RBound::Unbounded,
+                };
+                let mut out = Vec::new();
+                for e in rows.range::<&[u8]>((lo, hi)).map_err(internal)? {
+                    let (_, v) = e.map_err(internal)?;
+                    if !expired(v.value(), now) {
+                        out.push(decode_row(table, v.value())?);
+                        if out.len() > limit {
+                            break;
+                        }
+                    }
+                }
+                Ok(out)
+            })
+            .await?;
+        let mut rows = rows;
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            let last = rows.last().map(Row::key).transpose()?.unwrap_or_default();
+            Some(encode_cursor(fp, last))
+        } else {
+            None
+        };
+        Ok(Page {
+            rows,
+            next,
+            cursors: Vec::new(),
+        })
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.blocking(|db| db.begin_read().map(|_| ()).map_err(internal))
+            .await
+    }
+}
+
+/// Cuts `limit + 1` fetched rows to a page with a cursor when a row was left over.
+pub(crate) fn page(
+    table: &'static Table,
+    fp: u64,
+    mut rows: Vec<Row>,
+    limit: usize,
+) -> Result<Page, StoreError> {
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let pk = table.partition_key.len();
+    let cursors = rows
+        .iter()
+        .map(|r| Ok(encode_cursor(fp, r.key()?[pk..].to_vec())))
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    let next = if more { cursors.last().cloned() } else { None };
+    Ok(Page {
+        rows,
+        next,
+        cursors,
+    })
+}

@@ -1,0 +1,338 @@
+//! GraphQL types and root fields of the themes domain.
+
+use async_graphql::connection::{Connection, Edge};
+use async_graphql::{Context, ID, InputObject, Object, Result};
+
+use super::loaders::ThemeLoaders;
+use super::model;
+use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
+use crate::auth::{Principal, Role};
+use crate::error::ApiError;
+use crate::graphql::page_size;
+
+fn themes<'a>(ctx: &Context<'a>) -> &'a Themes {
+    ctx.data_unchecked::<Themes>()
+}
+
+fn loaders<'a>(ctx: &Context<'a>) -> &'a ThemeLoaders {
+    ctx.data_unchecked::<ThemeLoaders>()
+}
+
+fn require(ctx: &Context<'_>, role: Role) -> Result<(), ApiError> {
+    ctx.data_unchecked::<Principal>().require(role).map(|_| ())
+}
+
+async fn load_categories(ctx: &Context<'_>, ids: &[String]) -> Result<Vec<Category>> {
+    let found = loaders(ctx)
+        .categories
+        .load_many(ids.iter().cloned())
+        .await?;
+    Ok(ids
+        .iter()
+        .filter_map(|id| found.get(id).cloned().map(Category))
+        .collect())
+}
+
+/// A category of the vocabulary; a top-level category is a portal.
+pub struct Category(pub model::Category);
+
+#[Object]
+impl Category {
+    async fn id(&self) -> ID {
+        ID(self.0.id.clone())
+    }
+    async fn parent_id(&self) -> Option<ID> {
+        self.0.parent_id.clone().map(ID)
+    }
+    async fn label(&self) -> &str {
+        &self.0.label
+    }
+    async fn notation(&self) -> Option<&str> {
+        self.0.notation.as_deref()
+    }
+    async fn xtree_uri(&self) -> Option<&str> {
+        self.0.xtree_uri.as_deref()
+    }
+    async fn parent(&self, ctx: &Context<'_>) -> Result<Option<Category>> {
+        match &self.0.parent_id {
+            Some(p) => Ok(loaders(ctx)
+                .categories
+                .load_one(p.clone())
+                .await?
+                .map(Category)),
+            None => Ok(None),
+        }
+    }
+    /// The direct children, in id order.
+    async fn children(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+        Ok(themes(ctx)
+            .children(&self.0)
+            .await?
+            .into_iter()
+            .map(Category)
+            .collect())
+    }
+    /// Every category above this one, root (the portal) first, without itself.
+    async fn ancestors(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+        load_categories(ctx, &self.0.ancestor_ids).await
+    }
+    /// The top-level category this one belongs to (itself for a portal).
+    async fn portal(&self, ctx: &Context<'_>) -> Result<Category> {
+        match self.0.ancestor_ids.first() {
+            None => Ok(Category(self.0.clone())),
+            Some(root) => loaders(ctx)
+                .categories
+                .load_one(root.clone())
+                .await?
+                .map(Category)
+                .ok_or_else(|| ApiError::NotFound(format!("portal {root}")).into()),
+        }
+    }
+    /// Keywords in this category (or, with `includeDescendants`, anywhere below it), in id order.
+    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    async fn keywords(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        #[graphql(default = false)] include_descendants: bool,
+    ) -> Result<Connection<String, Keyword>> {
+        let first = page_size(first)?;
+        let has_previous = after.is_some();
+        let page = themes(ctx)
+            .category_keyword_ids(&self.0.id, include_descendants, first, after)
+            .await?;
+        let ids: Vec<String> = page.rows.iter().map(|r| r.string("keyword_id")).collect();
+        let found = loaders(ctx).keywords.load_many(ids.iter().cloned()).await?;
+        let mut conn = Connection::new(has_previous, page.next.is_some());
+        for (id, cursor) in ids.iter().zip(page.cursors) {
+            if let Some(k) = found.get(id) {
+                conn.edges.push(Edge::new(cursor, Keyword(k.clone())));
+            }
+        }
+        Ok(conn)
+    }
+}
+
+/// A keyword (Schlagwort), linked to GND authority records.
+pub struct Keyword(pub model::Keyword);
+
+#[Object]
+impl Keyword {
+    async fn id(&self) -> ID {
+        ID(self.0.id.clone())
+    }
+    async fn label(&self) -> &str {
+        &self.0.label
+    }
+    async fn synonyms(&self) -> &[String] {
+        &self.0.synonyms
+    }
+    async fn note(&self) -> Option<&str> {
+        self.0.note.as_deref()
+    }
+    /// RFC 3339.
+    async fn created_at(&self) -> &str {
+        &self.0.created_at
+    }
+    async fn primary_gnd_uri(&self) -> Option<&str> {
+        self.0.primary_gnd_uri.as_deref()
+    }
+    async fn related_gnd_uris(&self) -> &[String] {
+        &self.0.related_gnd_uris
+    }
+    async fn gnd_entity(&self, ctx: &Context<'_>) -> Result<Option<GndEntity>> {
+        match &self.0.gnd_entity_id {
+            Some(id) => Ok(loaders(ctx)
+                .gnd_entities
+                .load_one(id.clone())
+                .await?
+                .map(GndEntity)),
+            None => Ok(None),
+        }
+    }
+    async fn xtree_uri(&self) -> Option<&str> {
+        self.0.xtree_uri.as_deref()
+    }
+    /// The categories the keyword is directly in.
+    async fn categories(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+        load_categories(ctx, &self.0.category_ids).await
+    }
+    /// Every category above the keyword (its categories and all their ancestors).
+    async fn hierarchical_categories(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+        load_categories(ctx, &self.0.hierarchical_category_ids).await
+    }
+}
+
+/// A GND entity type, such as `gndo:HistoricSingleEventOrEra`.
+pub struct GndEntity(pub model::GndEntity);
+
+#[Object]
+impl GndEntity {
+    async fn id(&self) -> ID {
+        ID(self.0.id.clone())
+    }
+    async fn name(&self) -> &str {
+        &self.0.name
+    }
+    async fn description(&self) -> Option<&str> {
+        self.0.description.as_deref()
+    }
+}
+
+#[derive(Default)]
+pub struct ThemesQuery;
+
+#[Object]
+impl ThemesQuery {
+    /// The top-level categories (thematic portals), in id order.
+    async fn portals(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+        Ok(themes(ctx)
+            .portals()
+            .await?
+            .into_iter()
+            .map(Category)
+            .collect())
+    }
+    async fn category(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Category>> {
+        Ok(loaders(ctx).categories.load_one(id.0).await?.map(Category))
+    }
+    async fn keyword(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Keyword>> {
+        Ok(loaders(ctx).keywords.load_one(id.0).await?.map(Keyword))
+    }
+    /// Keywords of a portal whose label or a synonym contains `text` (case and
+    /// diacritics ignored), exact matches first, then prefix, word and infix matches.
+    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    async fn search_keywords(
+        &self,
+        ctx: &Context<'_>,
+        portal_id: ID,
+        text: String,
+        first: Option<i32>,
+    ) -> Result<Vec<Keyword>> {
+        let first = page_size(first)?;
+        Ok(themes(ctx)
+            .search(&portal_id, &text, first)
+            .await?
+            .into_iter()
+            .map(Keyword)
+            .collect())
+    }
+    /// All GND entity types, in id order.
+    async fn gnd_entities(&self, ctx: &Context<'_>) -> Result<Vec<GndEntity>> {
+        Ok(themes(ctx)
+            .gnd_entities()
+            .await?
+            .into_iter()
+            .map(GndEntity)
+            .collect())
+    }
+}
+
+#[derive(InputObject)]
+pub struct UpsertCategoryInput {
+    pub id: ID,
+    /// Absent or null for a top-level category (a portal).
+    pub parent_id: Option<ID>,
+    pub label: String,
+    pub notation: Option<String>,
+    pub xtree_uri: Option<String>,
+}
+
+#[derive(InputObject)]
+pub struct UpsertKeywordInput {
+    pub id: ID,
+    pub label: String,
+    #[graphql(default)]
+    pub synonyms: Vec<String>,
+    pub note: Option<String>,
+    pub primary_gnd_uri: Option<String>,
+    #[graphql(default)]
+    pub related_gnd_uris: Vec<String>,
+    pub gnd_entity_id: Option<ID>,
+    /// The categories the keyword is directly in (at least one).
+    pub category_ids: Vec<ID>,
+    pub xtree_uri: Option<String>,
+}
+
+#[derive(InputObject)]
+pub struct UpsertGndEntityInput {
+    pub id: ID,
+    pub name: String,
+    pub description: Option<String>,
+}
+
+#[derive(Default)]
+pub struct ThemesMutation;
+
+#[Object]
+impl ThemesMutation {
+    /// Creates or replaces a category (admin). Moving a category that has
+    /// children or keywords is refused.
+    async fn upsert_category(
+        &self,
+        ctx: &Context<'_>,
+        input: UpsertCategoryInput,
+    ) -> Result<Category> {
+        require(ctx, Role::Admin)?;
+        let c = themes(ctx)
+            .upsert_category(CategoryInput {
+                id: input.id.0,
+                parent_id: input.parent_id.map(|p| p.0),
+                label: input.label,
+                notation: input.notation,
+                xtree_uri: input.xtree_uri,
+            })
+            .await?;
+        Ok(Category(c))
+    }
+    /// Deletes an empty category (admin); returns its id.
+    async fn delete_category(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
+        require(ctx, Role::Admin)?;
+        Ok(ID(themes(ctx).delete_category(&id).await?))
+    }
+    /// Creates or replaces a keyword (admin). Its hierarchy and index rows are derived by the server.
+    async fn upsert_keyword(
+        &self,
+        ctx: &Context<'_>,
+        input: UpsertKeywordInput,
+    ) -> Result<Keyword> {
+        require(ctx, Role::Admin)?;
+        let k = themes(ctx)
+            .upsert_keyword(KeywordInput {
+                id: input.id.0,
+                label: input.label,
+                synonyms: input.synonyms,
+                note: input.note,
+                primary_gnd_uri: input.primary_gnd_uri,
+                related_gnd_uris: input.related_gnd_uris,
+                gnd_entity_id: input.gnd_entity_id.map(|g| g.0),
+                category_ids: input.category_ids.into_iter().map(|c| c.0).collect(),
+                xtree_uri: input.xtree_uri,
+                created_at: None,
+            })
+            .await?;
+        Ok(Keyword(k))
+    }
+    /// Deletes a keyword and its index rows (admin); returns its id.
+    async fn delete_keyword(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
+        require(ctx, Role::Admin)?;
+        Ok(ID(themes(ctx).delete_keyword(&id).await?))
+    }
+    /// Creates or replaces a GND entity type (admin).
+    async fn upsert_gnd_entity(
+        &self,
+        ctx: &Context<'_>,
+        input: UpsertGndEntityInput,
+    ) -> Result<GndEntity> {
+        require(ctx, Role::Admin)?;
+        let g = themes(ctx)
+            .upsert_gnd_entity(GndEntityInput {
+                id: input.id.0,
+                name: input.name,
+                description: input.description,
+            })
+            .await?;
+        Ok(GndEntity(g))
+    }
+}

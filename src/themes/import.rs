@@ -1,0 +1,314 @@
+//! `kartei import-vocabulary`: NDJSON records in any order. Categories are
+//! written parents first, then keywords; a bad line is reported with its number
+//! and skipped. Writing the same file again changes nothing.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes, bounded};
+use crate::error::ApiError;
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum Record {
+    #[serde(rename_all = "camelCase")]
+    Category {
+        id: Option<String>,
+        parent_id: Option<String>,
+        label: Option<String>,
+        notation: Option<String>,
+        xtree_uri: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    Keyword {
+        id: Option<String>,
+        label: Option<String>,
+        #[serde(default)]
+        synonyms: Option<Vec<String>>,
+        note: Option<String>,
+        primary_gnd_uri: Option<String>,
+        #[serde(default)]
+        related_gnd_uris: Option<Vec<String>>,
+        gnd_entity_id: Option<String>,
+        #[serde(default)]
+        category_ids: Option<Vec<String>>,
+        xtree_uri: Option<String>,
+        created_at: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    GndEntity {
+        id: Option<String>,
+        name: Option<String>,
+        description: Option<String>,
+    },
+}
+
+#[derive(Debug, Default)]
+pub struct ImportReport {
+    pub categories: usize,
+    pub keywords: usize,
+    pub gnd_entities: usize,
+    /// (1-based line number, what was wrong).
+    pub errors: Vec<(usize, String)>,
+    pub elapsed: Duration,
+}
+
+impl ImportReport {
+    pub fn records(&self) -> usize {
+        self.categories + self.keywords + self.gnd_entities
+    }
+
+    pub fn summary(&self) -> String {
+        let secs = self.elapsed.as_secs_f64().max(1e-6);
+        format!(
+            "imported {} records ({} categories, {} keywords, {} GND entities), {} errors, {:.1} s, {:.0} rows/s",
+            self.records(),
+            self.categories,
+            self.keywords,
+            self.gnd_entities,
+            self.errors.len(),
+            secs,
+            self.records() as f64 / secs
+        )
+    }
+}
+
+fn required(v: Option<String>, what: &str) -> Result<String, String> {
+    v.filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| format!("missing {what}"))
+}
+
+fn message(e: ApiError) -> String {
+    e.message()
+}
+
+/// Prints a progress bar on stderr when it is a terminal.
+struct Progress {
+    total: usize,
+    done: Arc<AtomicUsize>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Progress {
+    fn start(total: usize) -> Self {
+        let done = Arc::new(AtomicUsize::new(0));
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        if std::io::stderr().is_terminal() {
+            let d = done.clone();
+            tokio::spawn(async move {
+                loop {
+                    let n = d.load(Ordering::Relaxed);
+                    let width = 40;
+                    let filled = (n * width).checked_div(total).unwrap_or(width);
+                    eprint!(
+                        "\r[{}{}] {n}/{total}",
+                        "#".repeat(filled),
+                        " ".repeat(width - filled)
+                    );
+                    let _ = std::io::stderr().flush();
+                    tokio::select! {
+                        _ = &mut rx => { eprintln!(); break; }
+                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    }
+                }
+            });
+        }
+        Progress {
+            total,
+            done,
+            stop: Some(tx),
+        }
+    }
+    fn tick(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+    fn finish(mut self) {
+        self.done.store(self.total, Ordering::Relaxed);
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// Imports every record of `input`.
+pub async fn import(
+    themes: &Themes,
+    input: impl BufRead,
+    concurrency: usize,
+) -> std::io::Result<ImportReport> {
+    let started = Instant::now();
+    let mut report = ImportReport::default();
+    let mut gnd = Vec::new();
+    let mut categories: Vec<(usize, CategoryInput)> = Vec::new();
+    let mut keywords = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        let n = i + 1;
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: Result<Record, String> =
+            serde_json::from_str(&line).map_err(|e| format!("invalid record: {e}"));
+        let result = parsed.and_then(|r| match r {
+            Record::GndEntity {
+                id,
+                name,
+                description,
+            } => {
+                gnd.push((
+                    n,
+                    GndEntityInput {
+                        id: required(id, "id")?,
+                        name: name.unwrap_or_default(),
+                        description,
+                    },
+                ));
+                Ok(())
+            }
+            Record::Category {
+                id,
+                parent_id,
+                label,
+                notation,
+                xtree_uri,
+            } => {
+                categories.push((
+                    n,
+                    CategoryInput {
+                        id: required(id, "id")?,
+                        parent_id,
+                        label: required(label, "label")?,
+                        notation,
+                        xtree_uri,
+                    },
+                ));
+                Ok(())
+            }
+            Record::Keyword {
+                id,
+                label,
+                synonyms,
+                note,
+                primary_gnd_uri,
+                related_gnd_uris,
+                gnd_entity_id,
+                category_ids,
+                xtree_uri,
+                created_at,
+            } => {
+                keywords.push((
+                    n,
+                    KeywordInput {
+                        id: required(id, "id")?,
+                        label: required(label, "label")?,
+                        synonyms: synonyms.unwrap_or_default(),
+                        note,
+                        primary_gnd_uri,
+                        related_gnd_uris: related_gnd_uris.unwrap_or_default(),
+                        gnd_entity_id,
+                        category_ids: category_ids.unwrap_or_default(),
+                        xtree_uri,
+                        created_at,
+                    },
+                ));
+                Ok(())
+            }
+        });
+        if let Err(e) = result {
+            report.errors.push((n, e));
+        }
+    }
+
+    let progress = Progress::start(gnd.len() + categories.len() + keywords.len());
+    let concurrency = concurrency.clamp(1, 256);
+
+    for (n, r) in bounded(gnd, concurrency, |(n, g)| async move {
+        (n, themes.upsert_gnd_entity(g).await)
+    })
+    .await
+    {
+        progress.tick();
+        match r {
+            Ok(_) => report.gnd_entities += 1,
+            Err(e) => report.errors.push((n, message(e))),
+        }
+    }
+
+    // Parents first: each round writes the categories whose parent is already stored.
+    let in_file: HashMap<String, usize> =
+        categories.iter().map(|(n, c)| (c.id.clone(), *n)).collect();
+    let mut done: HashSet<String> = HashSet::new();
+    let mut failed: HashSet<String> = HashSet::new();
+    let mut pending = categories;
+    while !pending.is_empty() {
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            pending.into_iter().partition(|(_, c)| match &c.parent_id {
+                Some(p) if !p.trim().is_empty() => {
+                    done.contains(p) || !in_file.contains_key(p) || failed.contains(p)
+                }
+                _ => true,
+            });
+        if ready.is_empty() {
+            for (n, c) in waiting {
+                report
+                    .errors
+                    .push((n, format!("category {} is part of a parent cycle", c.id)));
+                progress.tick();
+            }
+            break;
+        }
+        let failed_before = &failed;
+        let results = bounded(ready, concurrency, |(n, c)| async move {
+            let id = c.id.clone();
+            let parent_failed = c
+                .parent_id
+                .as_ref()
+                .is_some_and(|p| failed_before.contains(p));
+            let r = if parent_failed {
+                Err(format!(
+                    "parent category {} could not be imported",
+                    c.parent_id.clone().unwrap_or_default()
+                ))
+            } else {
+                themes.upsert_category(c).await.map_err(message)
+            };
+            (n, id, r)
+        })
+        .await;
+        for (n, id, r) in results {
+            progress.tick();
+            match r {
+                Ok(_) => {
+                    report.categories += 1;
+                    done.insert(id);
+                }
+                Err(e) => {
+                    report.errors.push((n, e));
+                    failed.insert(id);
+                }
+            }
+        }
+        pending = waiting;
+    }
+
+    for (n, r) in bounded(keywords, concurrency, |(n, k)| async move {
+        (n, themes.upsert_keyword(k).await)
+    })
+    .await
+    {
+        progress.tick();
+        match r {
+            Ok(_) => report.keywords += 1,
+            Err(e) => report.errors.push((n, message(e))),
+        }
+    }
+    progress.finish();
+    report.errors.sort();
+    report.elapsed = started.elapsed();
+    Ok(report)
+}

@@ -1,0 +1,137 @@
+//! Keyword search without SASI: labels and synonyms are normalised (case and
+//! diacritics folded) and every suffix is indexed, so a substring query is a
+//! prefix range over one partition `(portal, first two characters)`.
+
+use deunicode::deunicode;
+
+/// Index at most this many characters of a suffix; longer queries are checked
+/// against the keyword's labels after the read.
+pub const SEARCH_CHARS: usize = 24;
+/// Suffixes are indexed from at most this many start positions per label.
+pub const MAX_STARTS: usize = 64;
+
+/// Kinds of index row, in ranking order.
+pub const KIND_LABEL_START: i32 = 0;
+pub const KIND_WORD_START: i32 = 1;
+pub const KIND_INFIX: i32 = 2;
+
+/// Case- and diacritic-insensitive form: `München`, `MÜNCH`, `Mu\u{308}nchen` → `munchen`, `munch`.
+pub fn normalize(s: &str) -> String {
+    let folded = deunicode(s).to_lowercase();
+    folded.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The index entries of one normalised label: (bucket, kind, search text).
+pub fn entries(normalized: &str) -> Vec<(String, i32, String)> {
+    let chars: Vec<char> = normalized.chars().collect();
+    let mut out = Vec::new();
+    for start in 0..chars.len().min(MAX_STARTS) {
+        if chars.len() - start < 2 || chars[start] == ' ' {
+            continue;
+        }
+        let kind = if start == 0 {
+            KIND_LABEL_START
+        } else if !chars[start - 1].is_alphanumeric() {
+            KIND_WORD_START
+        } else {
+            KIND_INFIX
+        };
+        let suffix: String = chars[start..chars.len().min(start + SEARCH_CHARS)]
+            .iter()
+            .collect();
+        out.push((bucket(&suffix), kind, suffix));
+    }
+    out
+}
+
+/// The partition bucket: the first two characters.
+pub fn bucket(s: &str) -> String {
+    s.chars().take(2).collect()
+}
+
+/// How well a keyword's labels match a normalised query: 0 exact, 1 prefix,
+/// 2 word start, 3 infix; `None` when no label contains it.
+pub fn rank(query: &str, labels: &[String]) -> Option<u8> {
+    labels
+        .iter()
+        .filter_map(|l| {
+            let n = normalize(l);
+            if n == query {
+                Some(0)
+            } else if n.starts_with(query) {
+                Some(1)
+            } else if let Some(pos) = n.find(query) {
+                let before = n[..pos].chars().last();
+                Some(if before.is_some_and(|c| !c.is_alphanumeric()) {
+                    2
+                } else {
+                    3
+                })
+            } else {
+                None
+            }
+        })
+        .min()
+}
+
+/// Strips a label prefix such as `vocnet:hasAsLabel"München"` (seed 000: prefixes
+/// are not part of the label) and surrounding white space.
+pub fn strip_label(raw: &str) -> String {
+    let t = raw.trim();
+    if let Some(q) = t.find('"') {
+        let (head, rest) = t.split_at(q);
+        let is_prefix = !head.is_empty()
+            && head.contains(':')
+            && head
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '_' || c == '-');
+        if is_prefix && rest.len() >= 2 && rest.ends_with('"') {
+            return rest[1..rest.len() - 1].trim().to_owned();
+        }
+    }
+    t.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_case_and_diacritics() {
+        assert_eq!(normalize("München"), "munchen");
+        assert_eq!(normalize("MÜNCH"), "munch");
+        assert_eq!(normalize("Mu\u{308}nchen"), "munchen");
+        assert_eq!(normalize("  Straße  der  Einheit "), "strasse der einheit");
+    }
+
+    #[test]
+    fn strips_label_prefixes_only() {
+        assert_eq!(strip_label("vocnet:hasAsLabel\"München\""), "München");
+        assert_eq!(strip_label("skosxl:prefLabel\"Bürgertum\" "), "Bürgertum");
+        assert_eq!(strip_label("Der \"Blaue Reiter\""), "Der \"Blaue Reiter\"");
+        assert_eq!(strip_label("\"Zitat\""), "\"Zitat\"");
+        assert_eq!(strip_label(" Köln "), "Köln");
+    }
+
+    #[test]
+    fn suffixes_are_ranked_by_where_they_start() {
+        let e = entries("hofbrauhaus munchen");
+        assert!(e.contains(&("ho".into(), KIND_LABEL_START, "hofbrauhaus munchen".into())));
+        assert!(e.contains(&("mu".into(), KIND_WORD_START, "munchen".into())));
+        assert!(e.contains(&("au".into(), KIND_INFIX, "auhaus munchen".into())));
+        assert!(
+            e.iter()
+                .all(|(_, _, s)| s.chars().count() >= 2 && !s.starts_with(' '))
+        );
+    }
+
+    #[test]
+    fn rank_orders_exact_prefix_word_infix() {
+        let l = |s: &str| vec![s.to_owned()];
+        assert_eq!(rank("munchen", &l("München")), Some(0));
+        assert_eq!(rank("munch", &l("Münchner Räterepublik")), Some(1));
+        assert_eq!(rank("munch", &l("Hofbräuhaus München")), Some(2));
+        assert_eq!(rank("unch", &l("München")), Some(3));
+        assert_eq!(rank("berlin", &l("München")), None);
+    }
+}

@@ -1,0 +1,600 @@
+//! The vocabulary rules: validation, derived hierarchy ids, index rows, and
+//! the one logged batch that writes a base row with everything derived from it.
+
+use std::collections::{BTreeSet, HashMap};
+
+use futures::StreamExt;
+
+use super::model::*;
+use super::search;
+use crate::error::{ApiError, ApiResult};
+use crate::store::{Bound, DynStore, Mutation, Page, Row, Slice, Value};
+
+const MAX_ID: usize = 200;
+const MAX_TEXT: usize = 2_000;
+const MAX_LIST: usize = 100;
+/// Children of a category are listed in one read of at most this many rows.
+pub const MAX_CHILDREN: usize = 1_000;
+
+#[derive(Clone, Debug, Default)]
+pub struct CategoryInput {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub label: String,
+    pub notation: Option<String>,
+    pub xtree_uri: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct KeywordInput {
+    pub id: String,
+    pub label: String,
+    pub synonyms: Vec<String>,
+    pub note: Option<String>,
+    pub primary_gnd_uri: Option<String>,
+    pub related_gnd_uris: Vec<String>,
+    pub gnd_entity_id: Option<String>,
+    pub category_ids: Vec<String>,
+    pub xtree_uri: Option<String>,
+    /// Only importers set this; otherwise the first write's time is kept.
+    pub created_at: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct GndEntityInput {
+    pub id: String,
+    pub name: String,
+    pub description: Option<String>,
+}
+
+pub fn check_id(what: &str, id: &str) -> ApiResult<()> {
+    if id.trim().is_empty()
+        || id.len() > MAX_ID
+        || id.chars().any(char::is_control)
+        || id != id.trim()
+    {
+        return Err(ApiError::bad_input(format!(
+            "{what} id must be 1 to {MAX_ID} characters without surrounding spaces or control characters"
+        )));
+    }
+    Ok(())
+}
+
+fn check_text(what: &str, s: &str) -> ApiResult<()> {
+    if s.len() > MAX_TEXT {
+        return Err(ApiError::bad_input(format!(
+            "{what} is longer than {MAX_TEXT} bytes"
+        )));
+    }
+    Ok(())
+}
+
+fn clean_opt(what: &str, s: Option<String>) -> ApiResult<Option<String>> {
+    match s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()) {
+        Some(s) => {
+            check_text(what, &s)?;
+            Ok(Some(s))
+        }
+        None => Ok(None),
+    }
+}
+
+fn clean_label(what: &str, raw: &str) -> ApiResult<String> {
+    let label = search::strip_label(raw);
+    if label.is_empty() {
+        return Err(ApiError::bad_input(format!(
+            "{what} label must not be empty"
+        )));
+    }
+    check_text(what, &label)?;
+    Ok(label)
+}
+
+fn clean_list(what: &str, items: Vec<String>, labels: bool) -> ApiResult<Vec<String>> {
+    if items.len() > MAX_LIST {
+        return Err(ApiError::bad_input(format!("at most {MAX_LIST} {what}")));
+    }
+    let mut out: Vec<String> = Vec::new();
+    for i in items {
+        let v = if labels {
+            search::strip_label(&i)
+        } else {
+            i.trim().to_owned()
+        };
+        check_text(what, &v)?;
+        if !v.is_empty() && !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    Ok(out)
+}
+
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+#[derive(Clone)]
+pub struct Themes {
+    store: DynStore,
+}
+
+impl Themes {
+    pub fn new(store: DynStore) -> Self {
+        Themes { store }
+    }
+
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+
+    pub async fn category(&self, id: &str) -> ApiResult<Option<Category>> {
+        Ok(self
+            .store
+            .get(&CATEGORIES, &[id.into()])
+            .await?
+            .map(|r| Category::from_row(&r)))
+    }
+
+    pub async fn categories(&self, ids: &[String]) -> ApiResult<HashMap<String, Category>> {
+        let keys: Vec<Vec<Value>> = ids.iter().map(|i| vec![Value::from(i)]).collect();
+        let rows = self.store.get_many(&CATEGORIES, &keys).await?;
+        Ok(rows
+            .into_iter()
+            .flatten()
+            .map(|r| Category::from_row(&r))
+            .map(|c| (c.id.clone(), c))
+            .collect())
+    }
+
+    pub async fn keywords(&self, ids: &[String]) -> ApiResult<HashMap<String, Keyword>> {
+        let keys: Vec<Vec<Value>> = ids.iter().map(|i| vec![Value::from(i)]).collect();
+        let rows = self.store.get_many(&KEYWORDS, &keys).await?;
+        Ok(rows
+            .into_iter()
+            .flatten()
+            .map(|r| Keyword::from_row(&r))
+            .map(|k| (k.id.clone(), k))
+            .collect())
+    }
+
+    pub async fn gnd_entities_by_id(
+        &self,
+        ids: &[String],
+    ) -> ApiResult<HashMap<String, GndEntity>> {
+        let keys: Vec<Vec<Value>> = ids
+            .iter()
+            .map(|i| vec![GND_TYPE.into(), Value::from(i)])
+            .collect();
+        let rows = self.store.get_many(&GND_ENTITIES, &keys).await?;
+        Ok(rows
+            .into_iter()
+            .flatten()
+            .map(|r| GndEntity::from_row(&r))
+            .map(|g| (g.id.clone(), g))
+            .collect())
+    }
+
+    pub async fn portals(&self) -> ApiResult<Vec<Category>> {
+        let page = self
+            .store
+            .slice(
+                &PORTALS,
+                &Slice::partition(vec![PORTAL_TYPE.into()]).limit(MAX_CHILDREN),
+            )
+            .await?;
+        Ok(page.rows.iter().map(listed_category(None)).collect())
+    }
+
+    pub async fn gnd_entities(&self) -> ApiResult<Vec<GndEntity>> {
+        let page = self
+            .store
+            .slice(
+                &GND_ENTITIES,
+                &Slice::partition(vec![GND_TYPE.into()]).limit(10_000),
+            )
+            .await?;
+        Ok(page.rows.iter().map(GndEntity::from_row).collect())
+    }
+
+    /// The children of a category, as listed in its query table.
+    pub async fn children(&self, parent: &Category) -> ApiResult<Vec<Category>> {
+        let page = self
+            .store
+            .slice(
+                &CATEGORIES_PARENTS,
+                &Slice::partition(vec![parent.id.as_str().into()]).limit(MAX_CHILDREN),
+            )
+            .await?;
+        let mut ancestors = parent.ancestor_ids.clone();
+        ancestors.push(parent.id.clone());
+        Ok(page
+            .rows
+            .iter()
+            .map(listed_category(Some((&parent.id, &ancestors))))
+            .collect())
+    }
+
+    /// A page of keyword ids in a category (directly, or anywhere below it).
+    pub async fn category_keyword_ids(
+        &self,
+        category_id: &str,
+        include_descendants: bool,
+        first: usize,
+        after: Option<String>,
+    ) -> ApiResult<Page> {
+        let table = if include_descendants {
+            &KEYWORDS_HIERARCHIES
+        } else {
+            &KEYWORDS_CATEGORIES
+        };
+        Ok(self
+            .store
+            .slice(
+                table,
+                &Slice::partition(vec![category_id.into()])
+                    .limit(first)
+                    .after(after),
+            )
+            .await?)
+    }
+
+    pub async fn upsert_gnd_entity(&self, input: GndEntityInput) -> ApiResult<GndEntity> {
+        check_id("GND entity", &input.id)?;
+        let name = input.name.trim().to_owned();
+        if name.is_empty() {
+            return Err(ApiError::bad_input("a GND entity needs a name"));
+        }
+        check_text("name", &name)?;
+        let g = GndEntity {
+            id: input.id,
+            name,
+            description: clean_opt("description", input.description)?,
+        };
+        self.store.apply(vec![Mutation::upsert(g.to_row())]).await?;
+        Ok(g)
+    }
+
+    pub async fn upsert_category(&self, input: CategoryInput) -> ApiResult<Category> {
+        check_id("category", &input.id)?;
+        let label = clean_label("category", &input.label)?;
+        let parent_id = input
+            .parent_id
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty());
+        let ancestor_ids = match &parent_id {
+            None => Vec::new(),
+            Some(p) if *p == input.id => {
+                return Err(ApiError::bad_input("a category cannot be its own parent"));
+            }
+            Some(p) => {
+                let parent = self
+                    .category(p)
+                    .await?
+                    .ok_or_else(|| ApiError::bad_input(format!("unknown parent category {p}")))?;
+                if parent.ancestor_ids.contains(&input.id) {
+                    return Err(ApiError::bad_input(
+                        "a category cannot be moved below its own descendant",
+                    ));
+                }
+                let mut a = parent.ancestor_ids;
+                a.push(parent.id);
+                a
+            }
+        };
+        let category = Category {
+            id: input.id,
+            parent_id,
+            label,
+            notation: clean_opt("notation", input.notation)?,
+            xtree_uri: clean_opt("xtreeUri", input.xtree_uri)?,
+            ancestor_ids,
+        };
+        let mut batch = Vec::new();
+        if let Some(old) = self.category(&category.id).await? {
+            if old == category {
+                return Ok(category);
+            }
+            if old.parent_id != category.parent_id {
+                // Moving would change the derived ids of everything below it.
+                if self.has_children_or_keywords(&old.id).await? {
+                    return Err(ApiError::bad_input(
+                        "a category with children or keywords cannot be moved; move or delete its contents first",
+                    ));
+                }
+                batch.push(listing_delete(&old));
+            }
+        }
+        batch.push(Mutation::upsert(category.to_row()));
+        batch.push(Mutation::upsert(category.listing_row()));
+        self.store.apply(batch).await?;
+        Ok(category)
+    }
+
+    async fn has_children_or_keywords(&self, id: &str) -> ApiResult<bool> {
+        let one = Slice::partition(vec![id.into()]).limit(1);
+        let (children, keywords) = futures::try_join!(
+            self.store.slice(&CATEGORIES_PARENTS, &one),
+            self.store.slice(&KEYWORDS_HIERARCHIES, &one)
+        )?;
+        Ok(!children.rows.is_empty() || !keywords.rows.is_empty())
+    }
+
+    pub async fn delete_category(&self, id: &str) -> ApiResult<String> {
+        let old = self
+            .category(id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("category {id}")))?;
+        if self.has_children_or_keywords(id).await? {
+            return Err(ApiError::bad_input(
+                "the category still has children or keywords",
+            ));
+        }
+        self.store
+            .apply(vec![
+                Mutation::delete(&CATEGORIES, vec![id.into()]),
+                listing_delete(&old),
+            ])
+            .await?;
+        Ok(id.to_owned())
+    }
+
+    pub async fn upsert_keyword(&self, input: KeywordInput) -> ApiResult<Keyword> {
+        check_id("keyword", &input.id)?;
+        let label = clean_label("keyword", &input.label)?;
+        let category_ids = clean_list("categoryIds", input.category_ids, false)?;
+        if category_ids.is_empty() {
+            return Err(ApiError::bad_input("a keyword needs at least one category"));
+        }
+        let categories = self.categories(&category_ids).await?;
+        if let Some(missing) = category_ids.iter().find(|c| !categories.contains_key(*c)) {
+            return Err(ApiError::bad_input(format!("unknown category {missing}")));
+        }
+        let gnd_entity_id = clean_opt("gndEntityId", input.gnd_entity_id)?;
+        if let Some(g) = &gnd_entity_id
+            && self
+                .gnd_entities_by_id(std::slice::from_ref(g))
+                .await?
+                .is_empty()
+        {
+            return Err(ApiError::bad_input(format!("unknown GND entity {g}")));
+        }
+        let mut hierarchical: Vec<String> = Vec::new();
+        for c in &category_ids {
+            let cat = &categories[c];
+            for id in cat.ancestor_ids.iter().chain(std::iter::once(&cat.id)) {
+                if !hierarchical.contains(id) {
+                    hierarchical.push(id.clone());
+                }
+            }
+        }
+        let created_at = match &input.created_at {
+            Some(t) => {
+                time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                    .map_err(|_| {
+                        ApiError::bad_input(format!("createdAt {t:?} is not an RFC 3339 time"))
+                    })?;
+                Some(t.clone())
+            }
+            None => None,
+        };
+        let old = self
+            .store
+            .get(&KEYWORDS, &[input.id.as_str().into()])
+            .await?
+            .map(|r| Keyword::from_row(&r));
+        let keyword = Keyword {
+            created_at: created_at
+                .or_else(|| old.as_ref().map(|o| o.created_at.clone()))
+                .unwrap_or_else(now_rfc3339),
+            id: input.id,
+            label,
+            synonyms: clean_list("synonyms", input.synonyms, true)?,
+            note: clean_opt("note", input.note)?,
+            primary_gnd_uri: clean_opt("primaryGndUri", input.primary_gnd_uri)?,
+            related_gnd_uris: clean_list("relatedGndUris", input.related_gnd_uris, false)?,
+            gnd_entity_id,
+            xtree_uri: clean_opt("xtreeUri", input.xtree_uri)?,
+            category_ids,
+            hierarchical_category_ids: hierarchical,
+        };
+        if old.as_ref() == Some(&keyword) {
+            return Ok(keyword);
+        }
+        let portals: BTreeSet<String> = keyword
+            .category_ids
+            .iter()
+            .map(|c| categories[c].portal_id().to_owned())
+            .collect();
+        let new_rows = index_rows(&keyword, &portals);
+        let mut batch = Vec::new();
+        if let Some(old) = &old {
+            let old_portals = self.portals_of(old).await?;
+            for row in index_rows(old, &old_portals) {
+                if !new_rows.contains(&row) {
+                    batch.push(Mutation::delete(row.table, row.key()?));
+                }
+            }
+        }
+        batch.push(Mutation::upsert(keyword.to_row()));
+        batch.extend(new_rows.into_iter().map(Mutation::upsert));
+        self.store.apply(batch).await?;
+        Ok(keyword)
+    }
+
+    /// The portals a stored keyword was indexed under (from its hierarchy: the
+    /// roots among its hierarchical ids are the portals).
+    async fn portals_of(&self, k: &Keyword) -> ApiResult<BTreeSet<String>> {
+        let cats = self.categories(&k.category_ids).await?;
+        let mut out: BTreeSet<String> = cats.values().map(|c| c.portal_id().to_owned()).collect();
+        // A category deleted since then still left index rows: its root is the
+        // first hierarchical id that is a portal.
+        if cats.len() < k.category_ids.len()
+            && let Some(first) = k.hierarchical_category_ids.first()
+        {
+            out.insert(first.clone());
+        }
+        Ok(out)
+    }
+
+    pub async fn delete_keyword(&self, id: &str) -> ApiResult<String> {
+        let old = self
+            .store
+            .get(&KEYWORDS, &[id.into()])
+            .await?
+            .map(|r| Keyword::from_row(&r))
+            .ok_or_else(|| ApiError::NotFound(format!("keyword {id}")))?;
+        let portals = self.portals_of(&old).await?;
+        let mut batch = vec![Mutation::delete(&KEYWORDS, vec![id.into()])];
+        for row in index_rows(&old, &portals) {
+            batch.push(Mutation::delete(row.table, row.key()?));
+        }
+        self.store.apply(batch).await?;
+        Ok(id.to_owned())
+    }
+
+    /// Keywords of a portal whose label or a synonym contains `text`, best first.
+    pub async fn search(
+        &self,
+        portal_id: &str,
+        text: &str,
+        first: usize,
+    ) -> ApiResult<Vec<Keyword>> {
+        let q = search::normalize(text);
+        if q.chars().count() < 2 {
+            return Err(ApiError::bad_input(
+                "a search needs at least two characters",
+            ));
+        }
+        let qt: String = q.chars().take(search::SEARCH_CHARS).collect();
+        let bucket = search::bucket(&qt);
+        let mut candidates: Vec<String> = Vec::new();
+        // Read in ranking order; stop once enough distinct keywords are found.
+        let page_rows = (first * 4).clamp(50, 1_000);
+        'kinds: for kind in [
+            search::KIND_LABEL_START,
+            search::KIND_WORD_START,
+            search::KIND_INFIX,
+        ] {
+            let mut after = None;
+            for _ in 0..5 {
+                let slice = Slice::partition(vec![portal_id.into(), bucket.as_str().into()])
+                    .prefix(vec![Value::Int(kind)])
+                    .lower(Bound::Inclusive(qt.as_str().into()))
+                    .upper(Bound::Exclusive(format!("{qt}\u{10FFFF}").into()))
+                    .limit(page_rows)
+                    .after(after);
+                let page = self.store.slice(&KEYWORDS_SEARCH, &slice).await?;
+                for r in &page.rows {
+                    let id = r.string("keyword_id");
+                    if !candidates.contains(&id) {
+                        candidates.push(id);
+                    }
+                }
+                // Rows come in ranking order, so the first `first` are the best, unless
+                // the query is longer than the index and some may not match in full.
+                let wanted = if q.chars().count() > search::SEARCH_CHARS {
+                    first * 2
+                } else {
+                    first
+                };
+                if candidates.len() >= wanted {
+                    break 'kinds;
+                }
+                match page.next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+        }
+        let keywords = self.keywords(&candidates).await?;
+        let mut ranked: Vec<(u8, usize, Keyword)> = candidates
+            .iter()
+            .enumerate()
+            .filter_map(|(i, id)| {
+                let k = keywords.get(id)?;
+                let mut labels = vec![k.label.clone()];
+                labels.extend(k.synonyms.iter().cloned());
+                search::rank(&q, &labels).map(|r| (r, i, k.clone()))
+            })
+            .collect();
+        ranked.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        Ok(ranked.into_iter().take(first).map(|(_, _, k)| k).collect())
+    }
+}
+
+/// The row that lists a category under its parent (or among the portals), as a delete.
+fn listing_delete(c: &Category) -> Mutation {
+    match &c.parent_id {
+        Some(p) => Mutation::delete(&CATEGORIES_PARENTS, vec![p.into(), c.id.as_str().into()]),
+        None => Mutation::delete(&PORTALS, vec![PORTAL_TYPE.into(), c.id.as_str().into()]),
+    }
+}
+
+/// Builds a category from a listing row (children or portals).
+fn listed_category(parent: Option<(&String, &Vec<String>)>) -> impl Fn(&Row) -> Category {
+    move |r| Category {
+        id: r.string("id"),
+        parent_id: parent.map(|p| p.0.clone()),
+        label: r.string("label"),
+        notation: r.text("notation").map(str::to_owned),
+        xtree_uri: r.text("xtree_uri").map(str::to_owned),
+        ancestor_ids: parent.map(|p| p.1.clone()).unwrap_or_default(),
+    }
+}
+
+/// Every index row derived from a keyword.
+fn index_rows(k: &Keyword, portals: &BTreeSet<String>) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for c in &k.category_ids {
+        rows.push(
+            Row::new(&KEYWORDS_CATEGORIES)
+                .set("category_id", c)
+                .set("keyword_id", &k.id),
+        );
+    }
+    for c in &k.hierarchical_category_ids {
+        rows.push(
+            Row::new(&KEYWORDS_HIERARCHIES)
+                .set("category_id", c)
+                .set("keyword_id", &k.id),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for label in std::iter::once(&k.label).chain(k.synonyms.iter()) {
+        for (bucket, kind, text) in search::entries(&search::normalize(label)) {
+            for p in portals {
+                if seen.insert((p.clone(), bucket.clone(), kind, text.clone())) {
+                    rows.push(
+                        Row::new(&KEYWORDS_SEARCH)
+                            .set("category_id", p)
+                            .set("bucket", &bucket)
+                            .set("kind", kind)
+                            .set("search", &text)
+                            .set("keyword_id", &k.id),
+                    );
+                }
+            }
+        }
+    }
+    rows
+}
+
+/// Runs `f` over `items` with at most `n` at a time, keeping results in order.
+pub async fn bounded<T, R, F, Fut>(items: Vec<T>, n: usize, f: F) -> Vec<R>
+where
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = R>,
+{
+    futures::stream::iter(items)
+        .map(f)
+        .buffered(n.max(1))
+        .collect()
+        .await
+}
