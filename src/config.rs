@@ -106,6 +106,9 @@ pub struct Limits {
     /// Highest accepted GraphQL query complexity.
     #[arg(long, env = "KARTEI_MAX_COMPLEXITY", default_value_t = 20_000)]
     pub max_complexity: usize,
+    /// How long a DataLoader collects keys before its batched read, in milliseconds.
+    #[arg(long, env = "KARTEI_BATCH_WINDOW_MS", default_value_t = 2)]
+    pub batch_window_ms: u64,
 }
 
 impl Default for Limits {
@@ -114,6 +117,7 @@ impl Default for Limits {
             max_body_bytes: 1 << 20,
             max_depth: 12,
             max_complexity: 20_000,
+            batch_window_ms: 2,
         }
     }
 }

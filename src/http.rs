@@ -2,7 +2,7 @@
 //! `GET /healthz`, `GET /metrics`. `router(state)` builds it so tests can serve it.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_graphql::http::GraphiQLSource;
 use async_graphql::{ErrorExtensionValues, Value as GqlValue};
@@ -113,9 +113,10 @@ async fn graphql(
             )));
         }
     };
-    let request = request
-        .data(principal)
-        .data(ThemeLoaders::new(&state.themes));
+    let request = request.data(principal).data(ThemeLoaders::new(
+        &state.themes,
+        Duration::from_millis(state.limits.batch_window_ms),
+    ));
     let mut response = state.schema.execute(request).await;
     // Parse, validation and limit errors come from the engine without a code.
     for err in &mut response.errors {

@@ -244,6 +244,48 @@ impl CqlStore {
         Ok(())
     }
 
+    /// `CREATE TABLE IF NOT EXISTS` for a declaration (tests create their probe tables with it).
+    pub fn create_table_cql(&self, table: &Table) -> String {
+        let cols: Vec<String> = table
+            .all_columns()
+            .map(|c| format!("{} {}", c.name, c.ty.cql()))
+            .collect();
+        let pk: Vec<&str> = table.partition_key.iter().map(|c| c.name).collect();
+        let mut key = format!("({})", pk.join(", "));
+        for (c, _) in table.clustering {
+            key.push_str(", ");
+            key.push_str(c.name);
+        }
+        let order = if table.clustering.is_empty() {
+            String::new()
+        } else {
+            let o: Vec<String> = table
+                .clustering
+                .iter()
+                .map(|(c, o)| {
+                    format!(
+                        "{} {}",
+                        c.name,
+                        if *o == Order::Asc { "ASC" } else { "DESC" }
+                    )
+                })
+                .collect();
+            format!(" WITH CLUSTERING ORDER BY ({})", o.join(", "))
+        };
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({key})){order}",
+            self.name(table),
+            cols.join(", ")
+        )
+    }
+
+    /// Runs one schema statement and waits for schema agreement.
+    pub async fn ddl(&self, cql: &str) -> anyhow::Result<()> {
+        self.session.query_unpaged(cql, ()).await?;
+        self.session.await_schema_agreement().await?;
+        Ok(())
+    }
+
     /// The column names and CQL types of a table as the cluster has them (for the schema test).
     pub async fn describe(&self, table: &Table) -> anyhow::Result<Vec<(String, String)>> {
         let ks = format!("{}_{}", table.keyspace.prefix(), self.env);

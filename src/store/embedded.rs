@@ -380,8 +380,19 @@ impl Store for EmbeddedStore {
                 let next = match (&cas.condition, current) {
                     (Condition::NotExists, None) => Ok(cas.row.clone()),
                     (Condition::NotExists, Some(cur)) => Err(Some(cur)),
-                    (Condition::Equals(_), None) => Err(None),
-                    (Condition::Equals(expected), Some(cur)) => {
+                    // As in CQL, a missing row has only nulls: `IF c = null` applies to it.
+                    (Condition::Equals(expected), None)
+                        if expected.iter().any(|(_, v)| v.is_some()) =>
+                    {
+                        Err(None)
+                    }
+                    (Condition::Equals(expected), current) => {
+                        let cur = current.clone().unwrap_or_else(|| {
+                            let mut r = Row::new(table);
+                            r.values[..table.key_len()]
+                                .clone_from_slice(&cas.row.values[..table.key_len()]);
+                            r
+                        });
                         if expected.iter().all(|(name, v)| cur.get(name) == v.as_ref()) {
                             let mut next = cur;
                             for i in table.key_len()..table.width() {
@@ -391,7 +402,7 @@ impl Store for EmbeddedStore {
                             }
                             Ok(next)
                         } else {
-                            Err(Some(cur))
+                            Err(current)
                         }
                     }
                 };

@@ -468,7 +468,8 @@ impl Mutation {
 pub enum Condition {
     /// The row must not exist; the write inserts the whole row.
     NotExists,
-    /// The row must exist with these column values; the write updates the given columns.
+    /// The row's columns must have these values (as in CQL, a missing row has only
+    /// nulls, so `(c, None)` conditions apply to it); the write updates the given columns.
     Equals(Vec<(&'static str, Option<Value>)>),
 }
 
@@ -529,41 +530,39 @@ pub trait Store: Send + Sync {
     ) -> Result<Page, StoreError>;
     /// Does the store answer?
     async fn ping(&self) -> Result<(), StoreError>;
+    /// Round trips made through this store so far (see [`Counted`]).
+    fn round_trips(&self) -> u64 {
+        0
+    }
 }
 
 pub type DynStore = Arc<dyn Store>;
 
-/// Wraps an engine and counts store round trips (one per call) for metrics and tests.
-pub struct Counted<S>(pub S);
-
+/// A shared store is a store too, so one engine can sit under several
+/// [`Counted`] wrappers (each with its own count).
 #[async_trait]
-impl<S: Store> Store for Counted<S> {
+impl Store for DynStore {
     fn engine(&self) -> &'static str {
-        self.0.engine()
+        self.as_ref().engine()
     }
     async fn get(&self, table: &'static Table, key: &[Value]) -> Result<Option<Row>, StoreError> {
-        metrics::store_call("get", table.name);
-        self.0.get(table, key).await
+        self.as_ref().get(table, key).await
     }
     async fn get_many(
         &self,
         table: &'static Table,
         keys: &[Vec<Value>],
     ) -> Result<Vec<Option<Row>>, StoreError> {
-        metrics::store_call("get_many", table.name);
-        self.0.get_many(table, keys).await
+        self.as_ref().get_many(table, keys).await
     }
     async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError> {
-        metrics::store_call("slice", table.name);
-        self.0.slice(table, slice).await
+        self.as_ref().slice(table, slice).await
     }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
-        metrics::store_call("apply", "batch");
-        self.0.apply(batch).await
+        self.as_ref().apply(batch).await
     }
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
-        metrics::store_call("cas", cas.row.table.name);
-        self.0.cas(cas).await
+        self.as_ref().cas(cas).await
     }
     async fn scan(
         &self,
@@ -571,11 +570,78 @@ impl<S: Store> Store for Counted<S> {
         after: Option<String>,
         limit: usize,
     ) -> Result<Page, StoreError> {
-        metrics::store_call("scan", table.name);
-        self.0.scan(table, after, limit).await
+        self.as_ref().scan(table, after, limit).await
     }
     async fn ping(&self) -> Result<(), StoreError> {
-        self.0.ping().await
+        self.as_ref().ping().await
+    }
+}
+
+/// Wraps an engine and counts store round trips (one per call), both in the
+/// process-wide metrics and per store (so tests running side by side can
+/// measure their own).
+pub struct Counted<S> {
+    pub engine: S,
+    calls: std::sync::atomic::AtomicU64,
+}
+
+impl<S> Counted<S> {
+    pub fn new(engine: S) -> Self {
+        Counted {
+            engine,
+            calls: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+    fn count(&self, op: &'static str, table: &'static str) {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        metrics::store_call(op, table);
+    }
+}
+
+#[async_trait]
+impl<S: Store> Store for Counted<S> {
+    fn engine(&self) -> &'static str {
+        self.engine.engine()
+    }
+    async fn get(&self, table: &'static Table, key: &[Value]) -> Result<Option<Row>, StoreError> {
+        self.count("get", table.name);
+        self.engine.get(table, key).await
+    }
+    async fn get_many(
+        &self,
+        table: &'static Table,
+        keys: &[Vec<Value>],
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        self.count("get_many", table.name);
+        self.engine.get_many(table, keys).await
+    }
+    async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError> {
+        self.count("slice", table.name);
+        self.engine.slice(table, slice).await
+    }
+    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        self.count("apply", "batch");
+        self.engine.apply(batch).await
+    }
+    async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
+        self.count("cas", cas.row.table.name);
+        self.engine.cas(cas).await
+    }
+    async fn scan(
+        &self,
+        table: &'static Table,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.count("scan", table.name);
+        self.engine.scan(table, after, limit).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.engine.ping().await
+    }
+    fn round_trips(&self) -> u64 {
+        self.calls.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -677,11 +743,11 @@ pub async fn open(config: &crate::config::StoreConfig) -> anyhow::Result<DynStor
         Some(nodes) => {
             let engine =
                 cql::CqlStore::connect(nodes, &config.env, config.replication.clone()).await?;
-            Ok(Arc::new(Counted(engine)))
+            Ok(Arc::new(Counted::new(engine)))
         }
         None => {
             let engine = embedded::EmbeddedStore::open(&config.data_dir)?;
-            Ok(Arc::new(Counted(engine)))
+            Ok(Arc::new(Counted::new(engine)))
         }
     }
 }

@@ -3,6 +3,7 @@
 //! resolver level, so a page of 50 costs the same round trips as a page of 5.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use async_graphql::dataloader::{DataLoader, Loader};
 
@@ -45,11 +46,12 @@ pub struct ThemeLoaders {
 }
 
 impl ThemeLoaders {
-    pub fn new(themes: &Themes) -> Self {
+    pub fn new(themes: &Themes, window: Duration) -> Self {
         ThemeLoaders {
-            categories: DataLoader::new(CategoryLoader(themes.clone()), tokio::spawn),
-            keywords: DataLoader::new(KeywordLoader(themes.clone()), tokio::spawn),
-            gnd_entities: DataLoader::new(GndEntityLoader(themes.clone()), tokio::spawn),
+            categories: DataLoader::new(CategoryLoader(themes.clone()), tokio::spawn).delay(window),
+            keywords: DataLoader::new(KeywordLoader(themes.clone()), tokio::spawn).delay(window),
+            gnd_entities: DataLoader::new(GndEntityLoader(themes.clone()), tokio::spawn)
+                .delay(window),
         }
     }
 }

@@ -1,0 +1,546 @@
+//! The engine suite: the same behaviour of the table API on both engines.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kartei::store::ColumnType::{BigInt, Boolean, Double, Int, Text, TextList};
+use kartei::store::{
+    Bound, Cas, Condition, Keyspace, Mutation, Order, Row, Slice, StoreError, Table, Value, col,
+};
+
+use crate::both_engines;
+use crate::support::{Engine, store, uid};
+
+static PROBE: Table = Table {
+    keyspace: Keyspace::Themes,
+    name: "engine_probe",
+    partition_key: &[col("p", Text)],
+    clustering: &[(col("c1", Text), Order::Asc), (col("c2", Int), Order::Asc)],
+    columns: &[
+        col("v", Text),
+        col("n", BigInt),
+        col("d", Double),
+        col("b", Boolean),
+        col("l", TextList),
+    ],
+};
+
+static PROBE_DESC: Table = Table {
+    keyspace: Keyspace::Themes,
+    name: "engine_probe_desc",
+    partition_key: &[col("p", Text)],
+    clustering: &[(col("t", BigInt), Order::Desc)],
+    columns: &[col("v", Text)],
+};
+
+pub static PROBE_TABLES: &[&Table] = &[&PROBE, &PROBE_DESC];
+
+fn probe(p: &str, c1: &str, c2: i32) -> Row {
+    Row::new(&PROBE)
+        .set("p", p)
+        .set("c1", c1)
+        .set("c2", c2)
+        .set("v", format!("{c1}/{c2}"))
+}
+
+fn keys(rows: &[Row]) -> Vec<(String, i32)> {
+    rows.iter()
+        .map(|r| (r.string("c1"), r.int("c2").unwrap()))
+        .collect()
+}
+
+async fn fill(s: &kartei::store::DynStore, p: &str) {
+    let mut batch = Vec::new();
+    for c1 in ["a", "b", "c"] {
+        for c2 in 1..=3 {
+            batch.push(Mutation::upsert(probe(p, c1, c2)));
+        }
+    }
+    s.apply(batch).await.unwrap();
+}
+
+async fn clustering_order_ascending_and_descending(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    fill(s, &p).await;
+    let all = s
+        .slice(
+            &PROBE,
+            &Slice::partition(vec![p.as_str().into()]).limit(100),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(&all.rows)[..4],
+        [
+            ("a".into(), 1),
+            ("a".into(), 2),
+            ("a".into(), 3),
+            ("b".into(), 1)
+        ]
+    );
+    assert!(all.next.is_none());
+    let rev = s
+        .slice(
+            &PROBE,
+            &Slice::partition(vec![p.as_str().into()])
+                .reverse(true)
+                .limit(2),
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&rev.rows), [("c".into(), 3), ("c".into(), 2)]);
+
+    // A descending table returns newest first; reversed, oldest first.
+    let mut batch = Vec::new();
+    for t in [5i64, -3, 10, 0] {
+        batch.push(Mutation::upsert(
+            Row::new(&PROBE_DESC)
+                .set("p", p.as_str())
+                .set("t", t)
+                .set("v", "x"),
+        ));
+    }
+    s.apply(batch).await.unwrap();
+    let desc = s
+        .slice(
+            &PROBE_DESC,
+            &Slice::partition(vec![p.as_str().into()]).limit(10),
+        )
+        .await
+        .unwrap();
+    let ts_: Vec<i64> = desc.rows.iter().map(|r| r.bigint("t").unwrap()).collect();
+    assert_eq!(ts_, [10, 5, 0, -3]);
+    let asc = s
+        .slice(
+            &PROBE_DESC,
+            &Slice::partition(vec![p.as_str().into()])
+                .reverse(true)
+                .limit(10),
+        )
+        .await
+        .unwrap();
+    let ts_: Vec<i64> = asc.rows.iter().map(|r| r.bigint("t").unwrap()).collect();
+    assert_eq!(ts_, [-3, 0, 5, 10]);
+    // Bounds are in value order, whatever the clustering order.
+    let mid = s
+        .slice(
+            &PROBE_DESC,
+            &Slice::partition(vec![p.as_str().into()])
+                .lower(Bound::Inclusive(Value::BigInt(0)))
+                .upper(Bound::Exclusive(Value::BigInt(10)))
+                .limit(10),
+        )
+        .await
+        .unwrap();
+    let ts_: Vec<i64> = mid.rows.iter().map(|r| r.bigint("t").unwrap()).collect();
+    assert_eq!(ts_, [5, 0]);
+}
+
+async fn slices_with_prefix_and_bounds(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    fill(s, &p).await;
+    let base = || Slice::partition(vec![p.as_str().into()]).limit(100);
+    let b = s
+        .slice(&PROBE, &base().prefix(vec!["b".into()]))
+        .await
+        .unwrap();
+    assert_eq!(
+        keys(&b.rows),
+        [("b".into(), 1), ("b".into(), 2), ("b".into(), 3)]
+    );
+    let b23 = s
+        .slice(
+            &PROBE,
+            &base()
+                .prefix(vec!["b".into()])
+                .lower(Bound::Exclusive(Value::Int(1))),
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&b23.rows), [("b".into(), 2), ("b".into(), 3)]);
+    let ab = s
+        .slice(
+            &PROBE,
+            &base()
+                .lower(Bound::Inclusive("a".into()))
+                .upper(Bound::Exclusive("c".into())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(ab.rows.len(), 6);
+    let upto_b = s
+        .slice(
+            &PROBE,
+            &base().upper(Bound::Inclusive("b".into())).reverse(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&upto_b.rows)[0], ("b".into(), 3));
+    assert_eq!(upto_b.rows.len(), 6);
+    let none = s
+        .slice(&PROBE, &base().lower(Bound::Exclusive("c".into())))
+        .await
+        .unwrap();
+    assert!(none.rows.is_empty());
+}
+
+async fn cursors_round_trip_and_forged_ones_are_rejected(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    fill(s, &p).await;
+    for reverse in [false, true] {
+        for bounded in [false, true] {
+            let mk = |after: Option<String>| {
+                let mut sl = Slice::partition(vec![p.as_str().into()])
+                    .reverse(reverse)
+                    .limit(2)
+                    .after(after);
+                if bounded {
+                    sl = sl.upper(Bound::Inclusive("b".into()));
+                }
+                sl
+            };
+            let mut seen = Vec::new();
+            let mut after = None;
+            loop {
+                let page = s.slice(&PROBE, &mk(after)).await.unwrap();
+                assert_eq!(page.cursors.len(), page.rows.len());
+                seen.extend(keys(&page.rows));
+                match page.next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+            let mut expected: Vec<(String, i32)> = ["a", "b", "c"]
+                .iter()
+                .filter(|c| !bounded || **c != "c")
+                .flat_map(|c| (1..=3).map(move |i| (c.to_string(), i)))
+                .collect();
+            if reverse {
+                expected.reverse();
+            }
+            assert_eq!(seen, expected, "reverse={reverse} bounded={bounded}");
+        }
+    }
+    // A cursor continues after its own row.
+    let first = s
+        .slice(&PROBE, &Slice::partition(vec![p.as_str().into()]).limit(9))
+        .await
+        .unwrap();
+    let from_third = s
+        .slice(
+            &PROBE,
+            &Slice::partition(vec![p.as_str().into()])
+                .limit(1)
+                .after(Some(first.cursors[2].clone())),
+        )
+        .await
+        .unwrap();
+    assert_eq!(keys(&from_third.rows), [("b".into(), 1)]);
+
+    let page = s
+        .slice(&PROBE, &Slice::partition(vec![p.as_str().into()]).limit(2))
+        .await
+        .unwrap();
+    let cursor = page.next.unwrap();
+    for forged in [
+        "not base64 at all!".to_owned(),
+        "eyJxIjoxLCJrIjpbXX0".to_owned(), // {"q":1,"k":[]}
+        format!("{cursor}x"),
+    ] {
+        let r = s
+            .slice(
+                &PROBE,
+                &Slice::partition(vec![p.as_str().into()])
+                    .limit(2)
+                    .after(Some(forged.clone())),
+            )
+            .await;
+        assert!(matches!(r, Err(StoreError::BadCursor)), "{forged}: {r:?}");
+    }
+    // A cursor of another partition is not valid here.
+    let other = uid();
+    let r = s
+        .slice(
+            &PROBE,
+            &Slice::partition(vec![other.as_str().into()])
+                .limit(2)
+                .after(Some(cursor)),
+        )
+        .await;
+    assert!(matches!(r, Err(StoreError::BadCursor)));
+}
+
+async fn ttl_expiry(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    s.apply(vec![
+        Mutation::Upsert {
+            row: probe(&p, "short", 1),
+            ttl: Some(1),
+        },
+        Mutation::Upsert {
+            row: probe(&p, "long", 1),
+            ttl: Some(3600),
+        },
+        Mutation::upsert(probe(&p, "forever", 1)),
+    ])
+    .await
+    .unwrap();
+    let key = |c1: &str| vec![Value::from(p.as_str()), c1.into(), Value::Int(1)];
+    assert!(s.get(&PROBE, &key("short")).await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(s.get(&PROBE, &key("short")).await.unwrap().is_none());
+    assert!(s.get(&PROBE, &key("long")).await.unwrap().is_some());
+    let rows = s
+        .slice(&PROBE, &Slice::partition(vec![p.as_str().into()]))
+        .await
+        .unwrap()
+        .rows;
+    assert_eq!(keys(&rows), [("forever".into(), 1), ("long".into(), 1)]);
+}
+
+async fn a_failing_batch_leaves_nothing_behind(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    let broken = Row::new(&PROBE).set("p", p.as_str()).set("c1", "x"); // c2 (a key column) missing
+    let r = s
+        .apply(vec![
+            Mutation::upsert(probe(&p, "a", 1)),
+            Mutation::upsert(probe(&p, "b", 1)),
+            Mutation::upsert(broken),
+        ])
+        .await;
+    assert!(matches!(r, Err(StoreError::Invalid(_))), "{r:?}");
+    let wrong_type = Row::new(&PROBE)
+        .set("p", p.as_str())
+        .set("c1", "y")
+        .set("c2", "not an int");
+    assert!(
+        s.apply(vec![
+            Mutation::upsert(probe(&p, "c", 1)),
+            Mutation::upsert(wrong_type)
+        ])
+        .await
+        .is_err()
+    );
+    let rows = s
+        .slice(&PROBE, &Slice::partition(vec![p.as_str().into()]))
+        .await
+        .unwrap()
+        .rows;
+    assert!(rows.is_empty(), "a failed batch wrote {rows:?}");
+}
+
+async fn batches_write_all_types_and_delete_ranges(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    fill(s, &p).await;
+    let full = probe(&p, "a", 1)
+        .set("n", -42i64)
+        .set("d", 0.25)
+        .set("b", true)
+        .set("l", vec!["München".to_owned(), "x\0y".to_owned()]);
+    s.apply(vec![Mutation::upsert(full.clone())]).await.unwrap();
+    let got = s.get(&PROBE, &full.key().unwrap()).await.unwrap().unwrap();
+    assert_eq!(got, full);
+    // An upsert replaces the whole row.
+    s.apply(vec![Mutation::upsert(probe(&p, "a", 1))])
+        .await
+        .unwrap();
+    let got = s.get(&PROBE, &full.key().unwrap()).await.unwrap().unwrap();
+    assert_eq!(got.bigint("n"), None);
+    // Delete one clustering prefix, then one row.
+    s.apply(vec![
+        Mutation::delete(&PROBE, vec![p.as_str().into(), "b".into()]),
+        Mutation::delete(&PROBE, vec![p.as_str().into(), "c".into(), Value::Int(2)]),
+    ])
+    .await
+    .unwrap();
+    let rows = s
+        .slice(&PROBE, &Slice::partition(vec![p.as_str().into()]))
+        .await
+        .unwrap()
+        .rows;
+    assert_eq!(
+        keys(&rows),
+        [
+            ("a".into(), 1),
+            ("a".into(), 2),
+            ("a".into(), 3),
+            ("c".into(), 1),
+            ("c".into(), 3)
+        ]
+    );
+    s.apply(vec![Mutation::delete(&PROBE, vec![p.as_str().into()])])
+        .await
+        .unwrap();
+    assert!(
+        s.slice(&PROBE, &Slice::partition(vec![p.as_str().into()]))
+            .await
+            .unwrap()
+            .rows
+            .is_empty()
+    );
+}
+
+async fn multi_key_reads_keep_order_and_report_missing(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    fill(s, &p).await;
+    let k = |c1: &str, c2: i32| vec![Value::from(p.as_str()), c1.into(), Value::Int(c2)];
+    let got = s
+        .get_many(&PROBE, &[k("c", 3), k("zz", 1), k("a", 2)])
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[0].as_ref().unwrap().string("v"), "c/3");
+    assert!(got[1].is_none());
+    assert_eq!(got[2].as_ref().unwrap().string("v"), "a/2");
+    assert!(s.get_many(&PROBE, &[]).await.unwrap().is_empty());
+}
+
+async fn compare_and_set_under_50_concurrent_tasks(engine: Engine) {
+    let ts = store(engine).await;
+    let s = ts.store.clone();
+    let p = uid();
+    // 50 tasks insert the same row IF NOT EXISTS: exactly one applies.
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let s = Arc::clone(&s);
+        let row = probe(&p, "k", 1).set("v", format!("writer {i}"));
+        tasks.push(tokio::spawn(async move {
+            s.cas(Cas {
+                row,
+                condition: Condition::NotExists,
+                ttl: None,
+            })
+            .await
+            .unwrap()
+        }));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        let o = t.await.unwrap();
+        if o.applied {
+            winners.push(o.current.unwrap().string("v"));
+        } else {
+            assert!(o.current.unwrap().string("v").starts_with("writer "));
+        }
+    }
+    assert_eq!(winners.len(), 1, "{winners:?}");
+    let stored = s
+        .get(&PROBE, &probe(&p, "k", 1).key().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.string("v"), winners[0]);
+
+    // 50 tasks move it from the same expected value: exactly one applies, the others see the new value.
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let s = Arc::clone(&s);
+        let expected = winners[0].clone();
+        let row = Row::new(&PROBE)
+            .set("p", p.as_str())
+            .set("c1", "k")
+            .set("c2", 1)
+            .set("v", format!("moved {i}"));
+        tasks.push(tokio::spawn(async move {
+            s.cas(Cas {
+                row,
+                condition: Condition::Equals(vec![("v", Some(expected.into()))]),
+                ttl: None,
+            })
+            .await
+            .unwrap()
+        }));
+    }
+    let mut applied = 0;
+    for t in tasks {
+        let o = t.await.unwrap();
+        let current = o.current.unwrap().string("v");
+        assert!(current.starts_with("moved "), "{current}");
+        applied += usize::from(o.applied);
+    }
+    assert_eq!(applied, 1);
+    // A value condition on a missing row does not apply and reports no row; as in
+    // CQL, a null condition does apply to it.
+    let missing = || {
+        Row::new(&PROBE)
+            .set("p", p.as_str())
+            .set("c1", "nope")
+            .set("c2", 1)
+            .set("v", "x")
+    };
+    let cond = |v: Option<Value>| Condition::Equals(vec![("v", v)]);
+    let o = s
+        .cas(Cas {
+            row: missing(),
+            condition: cond(Some("y".into())),
+            ttl: None,
+        })
+        .await
+        .unwrap();
+    assert!(!o.applied && o.current.is_none());
+    let o = s
+        .cas(Cas {
+            row: missing(),
+            condition: cond(None),
+            ttl: None,
+        })
+        .await
+        .unwrap();
+    assert!(o.applied);
+    assert_eq!(o.current.unwrap().string("v"), "x");
+}
+
+async fn scans_page_through_a_table(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    s.apply(vec![Mutation::upsert(
+        Row::new(&PROBE_DESC).set("p", p.as_str()).set("t", 1i64),
+    )])
+    .await
+    .unwrap();
+    let mut after = None;
+    let mut found = false;
+    let mut pages = 0;
+    loop {
+        let page = s.scan(&PROBE_DESC, after, 2).await.unwrap();
+        pages += 1;
+        found |= page.rows.iter().any(|r| r.string("p") == p);
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+        assert!(pages < 10_000);
+    }
+    assert!(found);
+    assert!(matches!(
+        s.scan(&PROBE_DESC, Some("garbage".into()), 2).await,
+        Err(StoreError::BadCursor)
+    ));
+}
+
+both_engines!(
+    clustering_order_ascending_and_descending,
+    slices_with_prefix_and_bounds,
+    cursors_round_trip_and_forged_ones_are_rejected,
+    ttl_expiry,
+    a_failing_batch_leaves_nothing_behind,
+    batches_write_all_types_and_delete_ranges,
+    multi_key_reads_keep_order_and_report_missing,
+    compare_and_set_under_50_concurrent_tasks,
+    scans_page_through_a_table,
+);

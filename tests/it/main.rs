@@ -1,0 +1,9 @@
+//! The one integration-test binary. Every store-facing test runs against the
+//! embedded engine and against a real Cassandra node (KARTEI_TEST_CASSANDRA).
+
+mod support;
+
+mod cli;
+mod engine;
+mod http;
+mod themes;

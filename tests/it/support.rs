@@ -1,0 +1,219 @@
+//! Test harness: a shared runtime, a fresh store per test (embedded: its own
+//! directory; Cassandra: one fresh keyspace set per test binary, unique ids per
+//! test), and a real HTTP server on 127.0.0.1.
+
+use std::future::Future;
+use std::sync::{Arc, LazyLock};
+
+use kartei::auth::Auth;
+use kartei::config::Limits;
+use kartei::store::cql::CqlStore;
+use kartei::store::embedded::EmbeddedStore;
+use kartei::store::{Counted, DynStore};
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+pub const SECRET: &str = "kartei-test-secret-0123456789";
+
+/// One runtime for the whole binary: the Cassandra session must outlive single tests.
+static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .expect("runtime")
+});
+
+pub fn run<F: Future>(f: F) -> F::Output {
+    RT.block_on(f)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Engine {
+    Embedded,
+    Cassandra,
+}
+
+/// Generates one `#[test]` per engine for each named `async fn(Engine)`.
+#[macro_export]
+macro_rules! both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod embedded {
+            $( #[test] fn $name() { $crate::support::run(super::$name($crate::support::Engine::Embedded)) } )*
+        }
+        mod cassandra {
+            $( #[test] fn $name() {
+                if $crate::support::cassandra_off() { return; }
+                $crate::support::run(super::$name($crate::support::Engine::Cassandra))
+            } )*
+        }
+    };
+}
+
+/// `KARTEI_TEST_CASSANDRA=off` skips the Cassandra tier explicitly; unset is an error,
+/// so that a run without the node cannot pass by testing nothing.
+pub fn cassandra_off() -> bool {
+    match std::env::var("KARTEI_TEST_CASSANDRA") {
+        Ok(v) if v == "off" => {
+            eprintln!("Cassandra tier skipped (KARTEI_TEST_CASSANDRA=off)");
+            true
+        }
+        Ok(_) => false,
+        Err(_) => panic!(
+            "set KARTEI_TEST_CASSANDRA=127.0.0.1:9042 (scripts/test.sh starts a node) or KARTEI_TEST_CASSANDRA=off"
+        ),
+    }
+}
+
+pub fn uid() -> String {
+    let mut b = [0u8; 6];
+    getrandom::fill(&mut b).expect("random");
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+static CLUSTER: OnceCell<Arc<Counted<CqlStore>>> = OnceCell::const_new();
+
+/// The shared cluster store: a fresh keyspace set `*_t<random>` per test binary.
+pub async fn cluster() -> Arc<Counted<CqlStore>> {
+    CLUSTER
+        .get_or_init(|| async {
+            let nodes: Vec<String> = std::env::var("KARTEI_TEST_CASSANDRA")
+                .expect("KARTEI_TEST_CASSANDRA")
+                .split(',')
+                .map(str::to_owned)
+                .collect();
+            let env = format!("t{}", uid());
+            let store = CqlStore::connect(
+                &nodes,
+                &env,
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+            )
+            .await
+            .expect("connect to Cassandra");
+            let started = std::time::Instant::now();
+            store.migrate(kartei::CQL_FILES).await.expect("migrate");
+            for t in crate::engine::PROBE_TABLES {
+                store
+                    .ddl(&store.create_table_cql(t))
+                    .await
+                    .expect("probe table");
+            }
+            eprintln!(
+                "keyspaces *_{env} ready in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
+            Arc::new(Counted::new(store))
+        })
+        .await
+        .clone()
+}
+
+pub struct TestStore {
+    pub store: DynStore,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub async fn store(engine: Engine) -> TestStore {
+    match engine {
+        Engine::Embedded => {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let s = EmbeddedStore::open(dir.path()).expect("open embedded store");
+            TestStore {
+                store: Arc::new(Counted::new(s)),
+                _dir: Some(dir),
+            }
+        }
+        Engine::Cassandra => TestStore {
+            store: cluster().await,
+            _dir: None,
+        },
+    }
+}
+
+pub struct TestServer {
+    pub url: String,
+    pub client: reqwest::Client,
+    pub store: DynStore,
+    auth: Auth,
+    _store: TestStore,
+}
+
+pub async fn server(engine: Engine) -> TestServer {
+    server_with(engine, Limits::default()).await
+}
+
+pub async fn server_with(engine: Engine, limits: Limits) -> TestServer {
+    let ts = store(engine).await;
+    // Its own count of round trips, whatever other tests do on a shared cluster store.
+    let counted: DynStore = Arc::new(Counted::new(ts.store.clone()));
+    let state =
+        kartei::http::AppState::new(counted.clone(), Auth::hs256(SECRET.as_bytes()), limits);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        axum::serve(listener, kartei::http::router(state))
+            .await
+            .expect("serve");
+    });
+    TestServer {
+        url: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+        store: counted,
+        auth: Auth::hs256(SECRET.as_bytes()),
+        _store: ts,
+    }
+}
+
+impl TestServer {
+    pub fn token(&self, roles: &[&str]) -> String {
+        let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
+        self.auth.mint("tester", &roles, 3600).expect("mint")
+    }
+
+    pub fn admin(&self) -> String {
+        self.token(&["admin"])
+    }
+
+    /// POSTs a GraphQL request and returns the whole JSON response.
+    pub async fn gql(&self, query: &str, variables: Value, token: Option<&str>) -> Value {
+        let mut req = self
+            .client
+            .post(format!("{}/graphql", self.url))
+            .json(&json!({
+                "query": query,
+                "variables": variables,
+            }));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json response")
+    }
+
+    /// Like `gql` but fails the test on any error and returns `data`.
+    pub async fn data(&self, query: &str, variables: Value, token: Option<&str>) -> Value {
+        let r = self.gql(query, variables, token).await;
+        assert!(r.get("errors").is_none(), "unexpected errors: {r:#}");
+        r["data"].clone()
+    }
+}
+
+/// The `extensions.code` of the first error.
+pub fn code(response: &Value) -> &str {
+    response["errors"][0]["extensions"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error code in {response:#}"))
+}
+
+/// The store's round trips while `f` runs.
+pub async fn round_trips<F: Future>(store: &DynStore, f: F) -> (u64, F::Output) {
+    let before = store.round_trips();
+    let out = f.await;
+    (store.round_trips() - before, out)
+}

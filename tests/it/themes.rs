@@ -1,0 +1,560 @@
+//! The themes domain through GraphQL over real HTTP, on both engines.
+
+use serde_json::{Value, json};
+
+use crate::both_engines;
+use crate::support::{Engine, TestServer, code, round_trips, server, uid};
+
+const UPSERT_CATEGORY: &str = "mutation($i: UpsertCategoryInput!) { upsertCategory(input: $i) { id label parentId ancestors { id } portal { id } } }";
+const UPSERT_KEYWORD: &str = "mutation($i: UpsertKeywordInput!) { upsertKeyword(input: $i) { id label synonyms createdAt categories { id } hierarchicalCategories { id } } }";
+
+async fn category(srv: &TestServer, id: &str, parent: Option<&str>, label: &str) -> Value {
+    let admin = srv.admin();
+    srv.data(
+        UPSERT_CATEGORY,
+        json!({"i": {"id": id, "parentId": parent, "label": label}}),
+        Some(&admin),
+    )
+    .await["upsertCategory"]
+        .clone()
+}
+
+async fn keyword(
+    srv: &TestServer,
+    id: &str,
+    label: &str,
+    synonyms: &[&str],
+    cats: &[&str],
+) -> Value {
+    let admin = srv.admin();
+    srv.data(
+        UPSERT_KEYWORD,
+        json!({"i": {"id": id, "label": label, "synonyms": synonyms, "categoryIds": cats}}),
+        Some(&admin),
+    )
+    .await["upsertKeyword"]
+        .clone()
+}
+
+fn ids(v: &Value) -> Vec<String> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A small tree with unique ids: portal P > A > A1, portal Q.
+struct Tree {
+    p: String,
+    a: String,
+    a1: String,
+    q: String,
+}
+
+async fn tree(srv: &TestServer) -> Tree {
+    let u = uid();
+    let t = Tree {
+        p: format!("p-{u}"),
+        a: format!("a-{u}"),
+        a1: format!("a1-{u}"),
+        q: format!("q-{u}"),
+    };
+    category(srv, &t.p, None, "vocnet:hasAsLabel\"Bayern\"").await;
+    category(srv, &t.a, Some(&t.p), "Orte").await;
+    category(srv, &t.a1, Some(&t.a), "Städte").await;
+    category(srv, &t.q, None, "Andere").await;
+    t
+}
+
+async fn categories_derive_their_hierarchy(engine: Engine) {
+    let srv = server(engine).await;
+    let t = tree(&srv).await;
+    let q = "query($id: ID!) { category(id: $id) { id label parentId parent { id } ancestors { id } portal { id label } children { id label } } portals { id label } }";
+    let d = srv.data(q, json!({"id": t.a1}), None).await;
+    let c = &d["category"];
+    assert_eq!(c["parentId"], json!(t.a));
+    assert_eq!(c["parent"]["id"], json!(t.a));
+    assert_eq!(ids(&c["ancestors"]), [t.p.clone(), t.a.clone()]);
+    assert_eq!(c["portal"]["id"], json!(t.p));
+    assert_eq!(
+        c["portal"]["label"],
+        json!("Bayern"),
+        "the label prefix is stripped"
+    );
+    let portals = ids(&d["portals"]);
+    assert!(portals.contains(&t.p) && portals.contains(&t.q) && !portals.contains(&t.a));
+    let p = srv.data(q, json!({"id": t.p}), None).await;
+    assert_eq!(ids(&p["category"]["children"]), [t.a.clone()]);
+    assert_eq!(
+        p["category"]["portal"]["id"],
+        json!(t.p),
+        "a portal is its own portal"
+    );
+    assert_eq!(p["category"]["ancestors"], json!([]));
+    assert_eq!(
+        srv.data(q, json!({"id": "nope"}), None).await["category"],
+        Value::Null
+    );
+}
+
+async fn keywords_get_hierarchical_ids_from_the_server(engine: Engine) {
+    let srv = server(engine).await;
+    let t = tree(&srv).await;
+    let k = format!("k-{}", uid());
+    let created = keyword(
+        &srv,
+        &k,
+        "München",
+        &["vocnet:hasAsLabel\"Minga\"", "Muenchen"],
+        &[&t.a1],
+    )
+    .await;
+    assert_eq!(
+        ids(&created["hierarchicalCategories"]),
+        [t.p.clone(), t.a.clone(), t.a1.clone()]
+    );
+    assert_eq!(created["synonyms"], json!(["Minga", "Muenchen"]));
+    // Re-upserting keeps createdAt; moving the keyword moves its index rows.
+    let moved = keyword(&srv, &k, "München", &[], &[&t.q]).await;
+    assert_eq!(moved["createdAt"], created["createdAt"]);
+    assert_eq!(ids(&moved["hierarchicalCategories"]), [t.q.clone()]);
+    let q = "query($c: ID!, $d: Boolean) { category(id: $c) { keywords(includeDescendants: $d) { edges { node { id } } } } }";
+    let kw = |d: &Value| -> Vec<String> {
+        d["category"]["keywords"]["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["node"]["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(kw(&srv.data(q, json!({"c": t.p, "d": true}), None).await).is_empty());
+    assert_eq!(
+        kw(&srv.data(q, json!({"c": t.q, "d": false}), None).await),
+        [k.clone()]
+    );
+    let s = "query($p: ID!, $t: String!) { searchKeywords(portalId: $p, text: $t) { id } }";
+    assert!(
+        ids(&srv.data(s, json!({"p": t.p, "t": "münchen"}), None).await["searchKeywords"])
+            .is_empty()
+    );
+    assert_eq!(
+        ids(&srv.data(s, json!({"p": t.q, "t": "münchen"}), None).await["searchKeywords"]),
+        [k.clone()]
+    );
+    // Unknown categories and GND entities are refused.
+    let admin = srv.admin();
+    let r = srv
+        .gql(
+            UPSERT_KEYWORD,
+            json!({"i": {"id": "x", "label": "x", "categoryIds": ["missing"]}}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&r), "BAD_USER_INPUT");
+    let r = srv
+        .gql(
+            UPSERT_KEYWORD,
+            json!({"i": {"id": "x", "label": "x", "categoryIds": [t.q], "gndEntityId": "none"}}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&r), "BAD_USER_INPUT");
+    let r = srv
+        .gql(
+            UPSERT_KEYWORD,
+            json!({"i": {"id": " ", "label": "x", "categoryIds": [t.q]}}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&r), "BAD_USER_INPUT");
+}
+
+async fn deleting_refuses_categories_that_are_not_empty(engine: Engine) {
+    let srv = server(engine).await;
+    let t = tree(&srv).await;
+    let admin = srv.admin();
+    let k = format!("k-{}", uid());
+    keyword(&srv, &k, "Augsburg", &[], &[&t.q]).await;
+    let del = "mutation($id: ID!) { deleteCategory(id: $id) }";
+    assert_eq!(
+        code(&srv.gql(del, json!({"id": t.a}), Some(&admin)).await),
+        "BAD_USER_INPUT"
+    ); // has a child
+    assert_eq!(
+        code(&srv.gql(del, json!({"id": t.q}), Some(&admin)).await),
+        "BAD_USER_INPUT"
+    ); // has a keyword
+    assert_eq!(
+        code(&srv.gql(del, json!({"id": "nope"}), Some(&admin)).await),
+        "NOT_FOUND"
+    );
+    // Moving a category with children is refused too.
+    let r = srv
+        .gql(
+            UPSERT_CATEGORY,
+            json!({"i": {"id": t.a, "parentId": t.q, "label": "Orte"}}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&r), "BAD_USER_INPUT");
+    let r = srv
+        .gql(
+            UPSERT_CATEGORY,
+            json!({"i": {"id": t.a, "parentId": t.a, "label": "Orte"}}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&r), "BAD_USER_INPUT");
+    // Emptied, they go.
+    let delk = "mutation($id: ID!) { deleteKeyword(id: $id) }";
+    assert_eq!(
+        srv.data(delk, json!({"id": k}), Some(&admin)).await["deleteKeyword"],
+        json!(k)
+    );
+    assert_eq!(
+        srv.data(del, json!({"id": t.q}), Some(&admin)).await["deleteCategory"],
+        json!(t.q)
+    );
+    assert_eq!(
+        srv.data(del, json!({"id": t.a1}), Some(&admin)).await["deleteCategory"],
+        json!(t.a1)
+    );
+    let d = srv.data("query($id: ID!, $k: ID!) { category(id: $id) { children { id } } keyword(id: $k) { id } portals { id } }", json!({"id": t.a, "k": k}), None).await;
+    assert_eq!(d["category"]["children"], json!([]));
+    assert_eq!(d["keyword"], Value::Null);
+    assert!(!ids(&d["portals"]).contains(&t.q));
+}
+
+async fn search_folds_case_and_diacritics_and_ranks(engine: Engine) {
+    let srv = server(engine).await;
+    let t = tree(&srv).await;
+    let u = uid();
+    let (exact, prefix, word, infix, other) = (
+        format!("e-{u}"),
+        format!("p-{u}"),
+        format!("w-{u}"),
+        format!("i-{u}"),
+        format!("o-{u}"),
+    );
+    keyword(&srv, &infix, "Vormünchenhausen", &[], &[&t.a1]).await;
+    keyword(&srv, &word, "Hofbräuhaus München", &[], &[&t.a]).await;
+    keyword(&srv, &prefix, "Münchner Räterepublik", &[], &[&t.a1]).await;
+    keyword(&srv, &exact, "München", &["Minga"], &[&t.a1]).await;
+    keyword(&srv, &other, "München", &[], &[&t.q]).await; // another portal
+    let s = "query($p: ID!, $t: String!, $f: Int) { searchKeywords(portalId: $p, text: $t, first: $f) { id label } }";
+    for text in ["munchen", "MÜNCHEN", "München", "Mu\u{308}nchen"] {
+        let found = ids(&srv.data(s, json!({"p": t.p, "t": text}), None).await["searchKeywords"]);
+        assert_eq!(
+            found,
+            [exact.clone(), word.clone(), infix.clone()],
+            "{text}"
+        );
+    }
+    let found = ids(&srv.data(s, json!({"p": t.p, "t": "MÜNCH"}), None).await["searchKeywords"]);
+    assert_eq!(found.len(), 4, "{found:?}");
+    assert_eq!(
+        found[..2].iter().collect::<std::collections::BTreeSet<_>>(),
+        [&exact, &prefix].into_iter().collect()
+    );
+    assert_eq!(found[2..], [word.clone(), infix.clone()]);
+    let syn = ids(&srv.data(s, json!({"p": t.p, "t": "minga"}), None).await["searchKeywords"]);
+    assert_eq!(syn, [exact.clone()]);
+    let first = ids(&srv
+        .data(s, json!({"p": t.p, "t": "münchen", "f": 1}), None)
+        .await["searchKeywords"]);
+    assert_eq!(first, [exact.clone()]);
+    let q = ids(&srv.data(s, json!({"p": t.q, "t": "münchen"}), None).await["searchKeywords"]);
+    assert_eq!(q, [other.clone()]);
+    for short in ["m", " ", "ü"] {
+        assert_eq!(
+            code(&srv.gql(s, json!({"p": t.p, "t": short}), None).await),
+            "BAD_USER_INPUT"
+        );
+    }
+    assert_eq!(
+        code(
+            &srv.gql(s, json!({"p": t.p, "t": "mü", "f": 101}), None)
+                .await
+        ),
+        "BAD_USER_INPUT"
+    );
+}
+
+async fn keyword_pages_cost_a_fixed_number_of_round_trips(engine: Engine) {
+    // A batch window wide enough that a busy two-core CI machine cannot split a batch.
+    let srv = crate::support::server_with(
+        engine,
+        kartei::config::Limits {
+            batch_window_ms: 50,
+            ..Default::default()
+        },
+    )
+    .await;
+    let t = tree(&srv).await;
+    let u = uid();
+    let admin = srv.admin();
+    srv.data(
+        "mutation($i: UpsertGndEntityInput!) { upsertGndEntity(input: $i) { id } }",
+        json!({"i": {"id": format!("g-{u}"), "name": "gndo:PlaceOrGeographicName", "description": "Geografikum"}}),
+        Some(&admin),
+    )
+    .await;
+    let mut all = Vec::new();
+    for i in 0..60 {
+        let id = format!("k{i:03}-{u}");
+        let cats: Vec<&str> = if i % 2 == 0 {
+            vec![&t.a1]
+        } else {
+            vec![&t.a1, &t.q]
+        };
+        srv.data(
+            UPSERT_KEYWORD,
+            json!({"i": {"id": id, "label": format!("Ort {i}"), "categoryIds": cats, "gndEntityId": format!("g-{u}")}}),
+            Some(&admin),
+        )
+        .await;
+        all.push(id);
+    }
+    let q = "query($c: ID!, $n: Int, $a: String) { category(id: $c) { keywords(first: $n, after: $a, includeDescendants: true) {
+        pageInfo { hasNextPage endCursor } edges { cursor node { id label gndEntity { name } categories { id label portal { id } } } } } } }";
+    let (five, d5) = round_trips(&srv.store, srv.data(q, json!({"c": t.p, "n": 5}), None)).await;
+    let (fifty, d50) = round_trips(&srv.store, srv.data(q, json!({"c": t.p, "n": 50}), None)).await;
+    assert_eq!(
+        d5["category"]["keywords"]["edges"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    assert_eq!(
+        d50["category"]["keywords"]["edges"]
+            .as_array()
+            .unwrap()
+            .len(),
+        50
+    );
+    assert_eq!(five, fifty, "a page of 50 costs what a page of 5 costs");
+    assert!(fifty <= 6, "{fifty} round trips");
+    // Paging with `first: 7` returns every keyword once, in id order.
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let d = srv
+            .data(q, json!({"c": t.p, "n": 7, "a": after}), None)
+            .await;
+        let conn = &d["category"]["keywords"];
+        for e in conn["edges"].as_array().unwrap() {
+            seen.push(e["node"]["id"].as_str().unwrap().to_owned());
+        }
+        if !conn["pageInfo"]["hasNextPage"].as_bool().unwrap() {
+            break;
+        }
+        after = conn["pageInfo"]["endCursor"].as_str().map(str::to_owned);
+    }
+    assert_eq!(seen, all);
+    let r = srv
+        .gql(q, json!({"c": t.p, "n": 5, "a": "forged"}), None)
+        .await;
+    assert_eq!(code(&r), "BAD_USER_INPUT");
+}
+
+async fn every_mutation_needs_the_admin_role(engine: Engine) {
+    let srv = server(engine).await;
+    let mutations = [
+        (
+            "mutation { upsertCategory(input: {id: \"c\", label: \"C\"}) { id } }",
+            "upsertCategory",
+        ),
+        ("mutation { deleteCategory(id: \"c\") }", "deleteCategory"),
+        (
+            "mutation { upsertKeyword(input: {id: \"k\", label: \"K\", categoryIds: [\"c\"]}) { id } }",
+            "upsertKeyword",
+        ),
+        ("mutation { deleteKeyword(id: \"k\") }", "deleteKeyword"),
+        (
+            "mutation { upsertGndEntity(input: {id: \"g\", name: \"G\"}) { id } }",
+            "upsertGndEntity",
+        ),
+    ];
+    let wrong_secret = kartei::auth::Auth::hs256(b"another-secret-0123456789")
+        .mint("x", &["admin".into()], 60)
+        .unwrap();
+    for (m, name) in mutations {
+        assert_eq!(
+            code(&srv.gql(m, json!({}), None).await),
+            "UNAUTHENTICATED",
+            "{name}"
+        );
+        assert_eq!(
+            code(&srv.gql(m, json!({}), Some(&wrong_secret)).await),
+            "UNAUTHENTICATED",
+            "{name}"
+        );
+        for role in ["contributor", "archive", "machine", "editor"] {
+            let t = srv.token(&[role]);
+            assert_eq!(
+                code(&srv.gql(m, json!({}), Some(&t)).await),
+                "FORBIDDEN",
+                "{name} as {role}"
+            );
+        }
+        let r = srv.gql(m, json!({}), Some(&srv.admin())).await;
+        let errs = r.get("errors").map(|_| code(&r).to_owned());
+        assert!(
+            !matches!(errs.as_deref(), Some("UNAUTHENTICATED" | "FORBIDDEN")),
+            "{name} as admin: {r}"
+        );
+    }
+    // Readers need no token.
+    srv.data("{ portals { id } gndEntities { id } }", json!({}), None)
+        .await;
+}
+
+both_engines!(
+    categories_derive_their_hierarchy,
+    keywords_get_hierarchical_ids_from_the_server,
+    deleting_refuses_categories_that_are_not_empty,
+    search_folds_case_and_diacritics_and_ranks,
+    keyword_pages_cost_a_fixed_number_of_round_trips,
+    every_mutation_needs_the_admin_role,
+);
+
+mod import {
+    use std::io::BufReader;
+
+    use kartei::themes::import::import;
+    use kartei::themes::service::Themes;
+    use serde_json::{Value, json};
+
+    use crate::both_engines;
+    use crate::support::{Engine, server};
+
+    const DUMP: &str = "{ portals { id label children { id label children { id } } } gndEntities { id name description } }";
+    const KW: &str = "query($id: ID!) { keyword(id: $id) { id label synonyms note createdAt primaryGndUri relatedGndUris gndEntity { id } xtreeUri categories { id ancestors { id } } hierarchicalCategories { id } } }";
+
+    async fn a_third_party_file_imports_with_line_numbered_errors(engine: Engine) {
+        let srv = server(engine).await;
+        let themes = Themes::new(srv.store.clone());
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/vocabulary-sample.ndjson"
+        );
+        let expect: Value =
+            serde_json::from_str(include_str!("../data/vocabulary-sample.expect.json")).unwrap();
+        let open = || BufReader::new(std::fs::File::open(path).unwrap());
+        let report = import(&themes, open(), 8).await.unwrap();
+        let bad: Vec<usize> = report.errors.iter().map(|(n, _)| *n).collect();
+        assert_eq!(json!(bad), expect["badLines"], "{:?}", report.errors);
+        assert_eq!(json!(report.categories), expect["counts"]["categories"]);
+        assert_eq!(json!(report.keywords), expect["counts"]["keywords"]);
+        assert_eq!(json!(report.gnd_entities), expect["counts"]["gndEntities"]);
+        assert!(
+            report
+                .errors
+                .iter()
+                .any(|(n, m)| *n == 18 && m.contains("bb.kali")),
+            "{:?}",
+            report.errors
+        );
+
+        let dump = own(srv.data(DUMP, json!({}), None).await);
+        assert_eq!(dump["gndEntities"].as_array().unwrap().len(), 7);
+        let portals: Vec<&str> = dump["portals"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap())
+            .collect();
+        for top in expect["topLevelCategoryIds"].as_array().unwrap() {
+            assert!(
+                portals.contains(&top.as_str().unwrap()),
+                "{top} in {portals:?}"
+            );
+        }
+        let mut keywords_before = Vec::new();
+        for k in expect["keywords"].as_array().unwrap() {
+            let d = srv.data(KW, json!({"id": k["id"]}), None).await;
+            let kw = &d["keyword"];
+            assert_eq!(kw["label"], k["label"]);
+            let chains: Vec<Value> = kw["categories"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    let mut chain: Vec<Value> = c["ancestors"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|a| a["id"].clone())
+                        .collect();
+                    chain.push(c["id"].clone());
+                    Value::Array(chain)
+                })
+                .collect();
+            assert_eq!(Value::Array(chains), k["ancestorChains"]);
+            keywords_before.push(d);
+        }
+        let s = "query($p: ID!, $t: String!) { searchKeywords(portalId: $p, text: $t) { id } }";
+        let found = srv.data(s, json!({"p": "ik", "t": "MÜNCHEN"}), None).await;
+        assert_eq!(found["searchKeywords"][0]["id"], json!("sw-1108"));
+
+        // The same file again changes nothing.
+        let again = import(&themes, open(), 8).await.unwrap();
+        assert_eq!(again.errors, report.errors);
+        assert_eq!(own(srv.data(DUMP, json!({}), None).await), dump);
+        for (k, before) in expect["keywords"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(keywords_before)
+        {
+            assert_eq!(srv.data(KW, json!({"id": k["id"]}), None).await, before);
+        }
+    }
+
+    /// The part of the lookups this file owns (other tests share a cluster keyspace).
+    fn own(mut dump: Value) -> Value {
+        for (list, keep) in [
+            ("portals", ["bb", "ik"].as_slice()),
+            ("gndEntities", ["ent-"].as_slice()),
+        ] {
+            let items = dump[list].as_array().unwrap().iter().filter(|x| {
+                let id = x["id"].as_str().unwrap();
+                keep.iter().any(|k| {
+                    if k.ends_with('-') {
+                        id.starts_with(k)
+                    } else {
+                        id == *k
+                    }
+                })
+            });
+            dump[list] = Value::Array(items.cloned().collect());
+        }
+        dump
+    }
+
+    async fn the_demo_vocabulary_imports_cleanly(engine: Engine) {
+        let srv = server(engine).await;
+        let themes = Themes::new(srv.store.clone());
+        let report = import(&themes, kartei::DEMO_VOCABULARY.as_bytes(), 16)
+            .await
+            .unwrap();
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert!(
+            report.keywords >= 300 && report.categories >= 10,
+            "{}",
+            report.summary()
+        );
+        let s = "query($t: String!) { searchKeywords(portalId: \"c-wr\", text: $t, first: 3) { label } }";
+        for t in ["munchen", "MÜNCH", "München"] {
+            let d = srv.data(s, json!({"t": t}), None).await;
+            assert_eq!(d["searchKeywords"][0]["label"], json!("München"), "{t}");
+        }
+    }
+
+    both_engines!(
+        a_third_party_file_imports_with_line_numbered_errors,
+        the_demo_vocabulary_imports_cleanly
+    );
+}
