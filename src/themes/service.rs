@@ -524,7 +524,7 @@ impl Themes {
                 search::rank(&q, &labels).map(|r| (r, i, k.clone()))
             })
             .collect();
-        ranked.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        ranked.sort_by_key(|r| (r.0, r.1));
         Ok(ranked.into_iter().take(first).map(|(_, _, k)| k).collect())
     }
 }

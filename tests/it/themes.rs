@@ -85,7 +85,7 @@ async fn categories_derive_their_hierarchy(engine: Engine) {
     let portals = ids(&d["portals"]);
     assert!(portals.contains(&t.p) && portals.contains(&t.q) && !portals.contains(&t.a));
     let p = srv.data(q, json!({"id": t.p}), None).await;
-    assert_eq!(ids(&p["category"]["children"]), [t.a.clone()]);
+    assert_eq!(ids(&p["category"]["children"]), vec![t.a.clone()]);
     assert_eq!(
         p["category"]["portal"]["id"],
         json!(t.p),
@@ -118,7 +118,7 @@ async fn keywords_get_hierarchical_ids_from_the_server(engine: Engine) {
     // Re-upserting keeps createdAt; moving the keyword moves its index rows.
     let moved = keyword(&srv, &k, "München", &[], &[&t.q]).await;
     assert_eq!(moved["createdAt"], created["createdAt"]);
-    assert_eq!(ids(&moved["hierarchicalCategories"]), [t.q.clone()]);
+    assert_eq!(ids(&moved["hierarchicalCategories"]), vec![t.q.clone()]);
     let q = "query($c: ID!, $d: Boolean) { category(id: $c) { keywords(includeDescendants: $d) { edges { node { id } } } } }";
     let kw = |d: &Value| -> Vec<String> {
         d["category"]["keywords"]["edges"]
@@ -131,7 +131,7 @@ async fn keywords_get_hierarchical_ids_from_the_server(engine: Engine) {
     assert!(kw(&srv.data(q, json!({"c": t.p, "d": true}), None).await).is_empty());
     assert_eq!(
         kw(&srv.data(q, json!({"c": t.q, "d": false}), None).await),
-        [k.clone()]
+        vec![k.clone()]
     );
     let s = "query($p: ID!, $t: String!) { searchKeywords(portalId: $p, text: $t) { id } }";
     assert!(
@@ -140,7 +140,7 @@ async fn keywords_get_hierarchical_ids_from_the_server(engine: Engine) {
     );
     assert_eq!(
         ids(&srv.data(s, json!({"p": t.q, "t": "münchen"}), None).await["searchKeywords"]),
-        [k.clone()]
+        vec![k.clone()]
     );
     // Unknown categories and GND entities are refused.
     let admin = srv.admin();
@@ -259,13 +259,13 @@ async fn search_folds_case_and_diacritics_and_ranks(engine: Engine) {
     );
     assert_eq!(found[2..], [word.clone(), infix.clone()]);
     let syn = ids(&srv.data(s, json!({"p": t.p, "t": "minga"}), None).await["searchKeywords"]);
-    assert_eq!(syn, [exact.clone()]);
+    assert_eq!(syn, vec![exact.clone()]);
     let first = ids(&srv
         .data(s, json!({"p": t.p, "t": "münchen", "f": 1}), None)
         .await["searchKeywords"]);
-    assert_eq!(first, [exact.clone()]);
+    assert_eq!(first, vec![exact.clone()]);
     let q = ids(&srv.data(s, json!({"p": t.q, "t": "münchen"}), None).await["searchKeywords"]);
-    assert_eq!(q, [other.clone()]);
+    assert_eq!(q, vec![other.clone()]);
     for short in ["m", " ", "ü"] {
         assert_eq!(
             code(&srv.gql(s, json!({"p": t.p, "t": short}), None).await),

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every test tier: lints, unit tests, and the integration suite against
+# BOTH engines (the embedded store and a throwaway Apache Cassandra node that
+# this script starts and stops). Needs: cargo (with rustfmt and clippy), Java 17, Maven.
+#
+#   scripts/test.sh            # everything
+#   KARTEI_TEST_CASSANDRA=host:port scripts/test.sh   # use a node you run yourself
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+started=$(date +%s)
+
+step "lint: cargo fmt --check, cargo clippy"
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+
+step "build the tests"
+cargo test --locked --no-run
+
+own_node=0
+if [ -z "${KARTEI_TEST_CASSANDRA:-}" ]; then
+  step "start a throwaway Cassandra node"
+  own_node=1
+  trap 'bash scripts/cassandra.sh stop || true' EXIT
+  bash scripts/cassandra.sh start
+  export KARTEI_TEST_CASSANDRA=127.0.0.1:${KARTEI_CASSANDRA_PORT:-9042}
+fi
+
+step "cargo test (embedded + Cassandra at $KARTEI_TEST_CASSANDRA)"
+t0=$(date +%s)
+cargo test --locked -- --test-threads 4
+echo "test run: $(( $(date +%s) - t0 )) s"
+
+if [ "$own_node" = 1 ]; then
+  step "stop the Cassandra node"
+  bash scripts/cassandra.sh stop
+  trap - EXIT
+fi
+echo "all tiers passed in $(( $(date +%s) - started )) s"
