@@ -544,3 +544,23 @@ both_engines!(
     compare_and_set_under_50_concurrent_tasks,
     scans_page_through_a_table,
 );
+
+/// The `cql/*.cql` files and the Rust table declarations describe the same tables.
+#[test]
+fn cql_files_match_the_table_declarations() {
+    if crate::support::cassandra_off() {
+        return;
+    }
+    crate::support::run(async {
+        let cluster = crate::support::cluster().await;
+        for table in kartei::tables() {
+            let on_node = cluster.engine.describe(table).await.unwrap();
+            let mut declared: Vec<(String, String)> = table
+                .all_columns()
+                .map(|c| (c.name.to_owned(), c.ty.cql().to_owned()))
+                .collect();
+            declared.sort();
+            assert_eq!(on_node, declared, "{}", table.name);
+        }
+    });
+}
