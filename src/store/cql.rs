@@ -90,6 +90,19 @@ fn key_where(table: &Table, n: usize) -> String {
         .join(" AND ")
 }
 
+/// `a ASC, b DESC` as declared, or every direction flipped.
+fn clustering_order(table: &Table, reversed: bool) -> String {
+    table
+        .clustering
+        .iter()
+        .map(|(c, o)| {
+            let asc = (*o == Order::Asc) != reversed;
+            format!("{} {}", c.name, if asc { "ASC" } else { "DESC" })
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 fn select_list(table: &Table) -> String {
     table
         .all_columns()
@@ -259,18 +272,10 @@ impl CqlStore {
         let order = if table.clustering.is_empty() {
             String::new()
         } else {
-            let o: Vec<String> = table
-                .clustering
-                .iter()
-                .map(|(c, o)| {
-                    format!(
-                        "{} {}",
-                        c.name,
-                        if *o == Order::Asc { "ASC" } else { "DESC" }
-                    )
-                })
-                .collect();
-            format!(" WITH CLUSTERING ORDER BY ({})", o.join(", "))
+            format!(
+                " WITH CLUSTERING ORDER BY ({})",
+                clustering_order(table, false)
+            )
         };
         format!(
             "CREATE TABLE IF NOT EXISTS {} ({}, PRIMARY KEY ({key})){order}",
@@ -399,19 +404,7 @@ impl Store for CqlStore {
             values.push(to_cql(&Some(v)));
         }
         let order = if s.reverse {
-            let by = table
-                .clustering
-                .iter()
-                .map(|(c, o)| {
-                    format!(
-                        "{} {}",
-                        c.name,
-                        if *o == Order::Asc { "DESC" } else { "ASC" }
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ");
-            format!(" ORDER BY {by}")
+            format!(" ORDER BY {}", clustering_order(table, true))
         } else {
             String::new()
         };

@@ -9,49 +9,19 @@ use crate::support::{Engine, code, run, server, server_with};
 fn health_metrics_graphiql_and_schema_answer() {
     run(async {
         let srv = server(Engine::Embedded).await;
-        let health: serde_json::Value = srv
-            .client
-            .get(format!("{}/healthz", srv.url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let health: serde_json::Value =
+            serde_json::from_str(&srv.get_text("/healthz").await).unwrap();
         assert_eq!(health, json!({"status": "ok", "store": "embedded"}));
         srv.data("{ portals { id } }", json!({}), None).await;
-        let metrics = srv
-            .client
-            .get(format!("{}/metrics", srv.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = srv.get_text("/metrics").await;
         assert!(
             metrics.contains("kartei_http_requests_total{route=\"/graphql\",status=\"200\"}"),
             "{metrics}"
         );
         assert!(metrics.contains("kartei_store_calls_total{op=\"slice\",table=\"portals\"}"));
         assert!(metrics.contains("kartei_http_request_duration_seconds_count"));
-        let page = srv
-            .client
-            .get(format!("{}/graphiql", srv.url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(page.status(), 200);
-        assert!(page.text().await.unwrap().contains("graphiql"));
-        let sdl = srv
-            .client
-            .get(format!("{}/schema.graphql", srv.url))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        assert!(srv.get_text("/graphiql").await.contains("graphiql"));
+        let sdl = srv.get_text("/schema.graphql").await;
         assert_eq!(sdl, kartei::graphql::sdl());
     });
 }

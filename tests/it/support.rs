@@ -176,6 +176,18 @@ impl TestServer {
         self.token(&["admin"])
     }
 
+    /// GETs a path and returns the body text.
+    pub async fn get_text(&self, path: &str) -> String {
+        let resp = self
+            .client
+            .get(format!("{}{path}", self.url))
+            .send()
+            .await
+            .expect("request");
+        assert!(resp.status().is_success(), "GET {path}: {}", resp.status());
+        resp.text().await.expect("body")
+    }
+
     /// POSTs a GraphQL request and returns the whole JSON response.
     pub async fn gql(&self, query: &str, variables: Value, token: Option<&str>) -> Value {
         let mut req = self
