@@ -85,9 +85,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "--demo loads the demo vocabulary into the embedded store only; drop --cassandra or --demo",
         ));
     }
-    let auth = Auth::from_args(&args.auth, embedded.then_some(config.data_dir.as_path())).map_err(|e| {
-        usage(format!("{e}; a cluster deployment needs --auth-secret (KARTEI_AUTH_SECRET) or --auth-public-key"))
-    })?;
+    let auth = Auth::from_args(&args.auth, embedded.then_some(config.data_dir.as_path()))
+        .map_err(|e| usage(e.to_string()))?;
     let store = kartei::store::open(&config).await?;
     if args.demo {
         let themes = Themes::new(store.clone());
