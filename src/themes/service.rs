@@ -8,7 +8,7 @@ use futures::StreamExt;
 use super::model::*;
 use super::search;
 use crate::error::{ApiError, ApiResult};
-use crate::store::{Bound, DynStore, Mutation, Page, Row, Slice, Value};
+use crate::store::{Bound, DynStore, Mutation, Page, Row, Slice, Table, Value};
 
 const MAX_ID: usize = 200;
 const MAX_TEXT: usize = 2_000;
@@ -142,43 +142,44 @@ impl Themes {
             .map(|r| Category::from_row(&r)))
     }
 
-    pub async fn categories(&self, ids: &[String]) -> ApiResult<HashMap<String, Category>> {
-        let keys: Vec<Vec<Value>> = ids.iter().map(|i| vec![Value::from(i)]).collect();
-        let rows = self.store.get_many(&CATEGORIES, &keys).await?;
-        Ok(rows
-            .into_iter()
-            .flatten()
-            .map(|r| Category::from_row(&r))
-            .map(|c| (c.id.clone(), c))
+    /// Rows of `table` by id (keys built by `key`), as a map from the requested id.
+    async fn by_ids<T>(
+        &self,
+        table: &'static Table,
+        ids: &[String],
+        key: impl Fn(&String) -> Vec<Value>,
+        from_row: fn(&Row) -> T,
+    ) -> ApiResult<HashMap<String, T>> {
+        let keys: Vec<Vec<Value>> = ids.iter().map(key).collect();
+        let rows = self.store.get_many(table, &keys).await?;
+        Ok(ids
+            .iter()
+            .zip(rows)
+            .filter_map(|(id, row)| Some((id.clone(), from_row(&row?))))
             .collect())
     }
 
+    pub async fn categories(&self, ids: &[String]) -> ApiResult<HashMap<String, Category>> {
+        self.by_ids(&CATEGORIES, ids, |i| vec![i.into()], Category::from_row)
+            .await
+    }
+
     pub async fn keywords(&self, ids: &[String]) -> ApiResult<HashMap<String, Keyword>> {
-        let keys: Vec<Vec<Value>> = ids.iter().map(|i| vec![Value::from(i)]).collect();
-        let rows = self.store.get_many(&KEYWORDS, &keys).await?;
-        Ok(rows
-            .into_iter()
-            .flatten()
-            .map(|r| Keyword::from_row(&r))
-            .map(|k| (k.id.clone(), k))
-            .collect())
+        self.by_ids(&KEYWORDS, ids, |i| vec![i.into()], Keyword::from_row)
+            .await
     }
 
     pub async fn gnd_entities_by_id(
         &self,
         ids: &[String],
     ) -> ApiResult<HashMap<String, GndEntity>> {
-        let keys: Vec<Vec<Value>> = ids
-            .iter()
-            .map(|i| vec![GND_TYPE.into(), Value::from(i)])
-            .collect();
-        let rows = self.store.get_many(&GND_ENTITIES, &keys).await?;
-        Ok(rows
-            .into_iter()
-            .flatten()
-            .map(|r| GndEntity::from_row(&r))
-            .map(|g| (g.id.clone(), g))
-            .collect())
+        self.by_ids(
+            &GND_ENTITIES,
+            ids,
+            |i| vec![GND_TYPE.into(), i.into()],
+            GndEntity::from_row,
+        )
+        .await
     }
 
     pub async fn portals(&self) -> ApiResult<Vec<Category>> {
@@ -352,7 +353,19 @@ impl Themes {
         if category_ids.is_empty() {
             return Err(ApiError::bad_input("a keyword needs at least one category"));
         }
-        let categories = self.categories(&category_ids).await?;
+        let old = self
+            .store
+            .get(&KEYWORDS, &[input.id.as_str().into()])
+            .await?
+            .map(|r| Keyword::from_row(&r));
+        // The old categories too, in the same read: they name the index rows to drop.
+        let mut wanted = category_ids.clone();
+        for c in old.iter().flat_map(|o| &o.category_ids) {
+            if !wanted.contains(c) {
+                wanted.push(c.clone());
+            }
+        }
+        let categories = self.categories(&wanted).await?;
         if let Some(missing) = category_ids.iter().find(|c| !categories.contains_key(*c)) {
             return Err(ApiError::bad_input(format!("unknown category {missing}")));
         }
@@ -384,11 +397,6 @@ impl Themes {
             }
             None => None,
         };
-        let old = self
-            .store
-            .get(&KEYWORDS, &[input.id.as_str().into()])
-            .await?
-            .map(|r| Keyword::from_row(&r));
         let keyword = Keyword {
             created_at: created_at
                 .or_else(|| old.as_ref().map(|o| o.created_at.clone()))
@@ -407,16 +415,10 @@ impl Themes {
         if old.as_ref() == Some(&keyword) {
             return Ok(keyword);
         }
-        let portals: BTreeSet<String> = keyword
-            .category_ids
-            .iter()
-            .map(|c| categories[c].portal_id().to_owned())
-            .collect();
-        let new_rows = index_rows(&keyword, &portals);
+        let new_rows = index_rows(&keyword, &portals_of(&keyword, &categories));
         let mut batch = Vec::new();
         if let Some(old) = &old {
-            let old_portals = self.portals_of(old).await?;
-            for row in index_rows(old, &old_portals) {
+            for row in index_rows(old, &portals_of(old, &categories)) {
                 if !new_rows.contains(&row) {
                     batch.push(Mutation::delete(row.table, row.key()?));
                 }
@@ -428,21 +430,6 @@ impl Themes {
         Ok(keyword)
     }
 
-    /// The portals a stored keyword was indexed under (from its hierarchy: the
-    /// roots among its hierarchical ids are the portals).
-    async fn portals_of(&self, k: &Keyword) -> ApiResult<BTreeSet<String>> {
-        let cats = self.categories(&k.category_ids).await?;
-        let mut out: BTreeSet<String> = cats.values().map(|c| c.portal_id().to_owned()).collect();
-        // A category deleted since then still left index rows: its root is the
-        // first hierarchical id that is a portal.
-        if cats.len() < k.category_ids.len()
-            && let Some(first) = k.hierarchical_category_ids.first()
-        {
-            out.insert(first.clone());
-        }
-        Ok(out)
-    }
-
     pub async fn delete_keyword(&self, id: &str) -> ApiResult<String> {
         let old = self
             .store
@@ -450,7 +437,7 @@ impl Themes {
             .await?
             .map(|r| Keyword::from_row(&r))
             .ok_or_else(|| ApiError::NotFound(format!("keyword {id}")))?;
-        let portals = self.portals_of(&old).await?;
+        let portals = portals_of(&old, &self.categories(&old.category_ids).await?);
         let mut batch = vec![Mutation::delete(&KEYWORDS, vec![id.into()])];
         for row in index_rows(&old, &portals) {
             batch.push(Mutation::delete(row.table, row.key()?));
@@ -547,6 +534,21 @@ fn listed_category(parent: Option<(&String, &Vec<String>)>) -> impl Fn(&Row) -> 
         xtree_uri: r.text("xtree_uri").map(str::to_owned),
         ancestor_ids: parent.map(|p| p.1.clone()).unwrap_or_default(),
     }
+}
+
+/// The portals a keyword is indexed under, from its categories in `categories`.
+/// A category missing there (deleted since) still left index rows: its root is
+/// the first of the keyword's hierarchical ids.
+fn portals_of(k: &Keyword, categories: &HashMap<String, Category>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for c in &k.category_ids {
+        let portal = match categories.get(c) {
+            Some(cat) => Some(cat.portal_id().to_owned()),
+            None => k.hierarchical_category_ids.first().cloned(),
+        };
+        out.extend(portal);
+    }
+    out
 }
 
 /// Every index row derived from a keyword.
