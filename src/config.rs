@@ -25,6 +25,10 @@ pub enum Command {
     Migrate(StoreArgs),
     /// Import a vocabulary from an NDJSON file (categories, keywords, GND entity types).
     ImportVocabulary(ImportArgs),
+    /// Import machine suggestions (assignments) from an NDJSON file, as the machine role.
+    ImportAssignments(ImportAssignmentsArgs),
+    /// Compare the assignment query tables with objects_keywords and rebuild what differs.
+    RepairViews(RepairArgs),
     /// Print a signed bearer token (HS256 with the configured secret).
     Token(TokenArgs),
     /// Print the GraphQL schema (SDL).
@@ -131,6 +135,32 @@ pub struct ImportArgs {
     /// How many records are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 16)]
     pub concurrency: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportAssignmentsArgs {
+    /// The NDJSON file: one {portalId, ddbId, keywordId, childCategoryId, confidence} per line.
+    pub file: PathBuf,
+    /// Recorded as the creator of every assignment (the machine's name).
+    #[arg(long, env = "KARTEI_CREATOR")]
+    pub creator: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// How many assignments are written at once.
+    #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RepairArgs {
+    /// Only compare; exit with 1 when anything differs.
+    #[arg(long)]
+    pub check: bool,
+    /// Only the assignments of this portal.
+    #[arg(long)]
+    pub portal: Option<String>,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -3,16 +3,18 @@
 
 use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema};
 
+use crate::assignments::graphql::{AssignmentsMutation, AssignmentsQuery};
+use crate::assignments::service::Assignments;
 use crate::config::Limits;
 use crate::error::ApiError;
 use crate::themes::graphql::{ThemesMutation, ThemesQuery};
 use crate::themes::service::Themes;
 
 #[derive(MergedObject, Default)]
-pub struct Query(ThemesQuery);
+pub struct Query(ThemesQuery, AssignmentsQuery);
 
 #[derive(MergedObject, Default)]
-pub struct Mutation(ThemesMutation);
+pub struct Mutation(ThemesMutation, AssignmentsMutation);
 
 pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
 
@@ -20,13 +22,19 @@ pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
 pub const DEFAULT_FIRST: i32 = 20;
 pub const MAX_FIRST: i32 = 100;
 
-pub fn build(themes: Option<Themes>, limits: &Limits) -> KarteiSchema {
+/// The domain services the resolvers use.
+pub struct Services {
+    pub themes: Themes,
+    pub assignments: Assignments,
+}
+
+pub fn build(services: Option<Services>, limits: &Limits) -> KarteiSchema {
     let mut b = Schema::build(Query::default(), Mutation::default(), EmptySubscription)
         .limit_depth(limits.max_depth)
         .limit_complexity(limits.max_complexity)
         .limit_recursive_depth(64);
-    if let Some(t) = themes {
-        b = b.data(t);
+    if let Some(s) = services {
+        b = b.data(s.themes).data(s.assignments);
     }
     b.finish()
 }

@@ -35,7 +35,13 @@ pub struct AppState {
 impl AppState {
     pub fn new(store: DynStore, auth: Auth, limits: Limits) -> Arc<Self> {
         let themes = Themes::new(store.clone());
-        let schema = crate::graphql::build(Some(themes.clone()), &limits);
+        let schema = crate::graphql::build(
+            Some(crate::graphql::Services {
+                themes: themes.clone(),
+                assignments: crate::assignments::service::Assignments::new(store.clone()),
+            }),
+            &limits,
+        );
         Arc::new(AppState {
             schema,
             auth,

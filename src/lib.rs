@@ -2,17 +2,22 @@
 //! keyword vocabulary. The library builds everything (config -> store ->
 //! schema -> router); `main.rs` only parses the command line.
 
+pub mod assignments;
 pub mod auth;
 pub mod config;
 pub mod error;
 pub mod graphql;
 pub mod http;
 pub mod metrics;
+pub mod progress;
 pub mod store;
 pub mod themes;
 
 /// The cluster schema, one file per keyspace (the source of truth for `migrate`).
-pub const CQL_FILES: &[(&str, &str)] = &[("cql/themes.cql", include_str!("../cql/themes.cql"))];
+pub const CQL_FILES: &[(&str, &str)] = &[
+    ("cql/themes.cql", include_str!("../cql/themes.cql")),
+    ("cql/target.cql", include_str!("../cql/target.cql")),
+];
 
 /// The demo vocabulary loaded by `serve --demo`.
 pub const DEMO_VOCABULARY: &str = include_str!("../demo/vocabulary.ndjson");
@@ -36,5 +41,8 @@ pub fn cql_statements(text: &str) -> Vec<String> {
 
 /// Every declared table, for schema checks and maintenance.
 pub fn tables() -> Vec<&'static store::Table> {
-    themes::model::TABLES.to_vec()
+    let mut all = themes::model::TABLES.to_vec();
+    all.extend(assignments::model::RELEASE_TABLES);
+    all.extend(assignments::model::TARGET_TABLES);
+    all
 }

@@ -3,8 +3,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use kartei::assignments::{self, service::Assignments};
 use kartei::auth::Auth;
-use kartei::config::{Cli, Command, ImportArgs, ServeArgs, StoreArgs, StoreConfig, TokenArgs};
+use kartei::config::{
+    Cli, Command, ImportArgs, ImportAssignmentsArgs, RepairArgs, ServeArgs, StoreArgs, StoreConfig,
+    TokenArgs,
+};
 use kartei::store::{DynStore, cql::CqlStore};
 use kartei::themes::{import, service::Themes};
 
@@ -69,6 +73,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => migrate(args).await,
         Command::ImportVocabulary(args) => import_vocabulary(args).await,
+        Command::ImportAssignments(args) => import_assignments(args).await,
+        Command::RepairViews(args) => repair_views(args).await,
         Command::Token(args) => token(args),
         Command::Schema => {
             print!("{}", kartei::graphql::sdl());
@@ -161,14 +167,56 @@ async fn import_vocabulary(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
     let themes = Themes::new(store);
     let report = import::import(&themes, std::io::BufReader::new(file), args.concurrency).await?;
-    for (line, msg) in &report.errors {
-        eprintln!("{}:{line}: {msg}", args.file.display());
+    Ok(import_outcome(
+        &args.file,
+        &report.errors,
+        &report.summary(),
+    ))
+}
+
+async fn import_assignments(args: ImportAssignmentsArgs) -> anyhow::Result<ExitCode> {
+    let file = std::fs::File::open(&args.file)
+        .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
+    let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
+    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let service = Assignments::new(store);
+    let report = assignments::import::import(
+        &service,
+        &args.creator,
+        std::io::BufReader::new(file),
+        size,
+        args.concurrency,
+    )
+    .await?;
+    Ok(import_outcome(
+        &args.file,
+        &report.errors,
+        &report.summary(),
+    ))
+}
+
+/// Prints an importer's line-numbered errors and summary; exit 1 if any line failed.
+fn import_outcome(file: &std::path::Path, errors: &[(usize, String)], summary: &str) -> ExitCode {
+    for (line, msg) in errors {
+        eprintln!("{}:{line}: {msg}", file.display());
     }
-    eprintln!("{}", report.summary());
-    Ok(if report.errors.is_empty() {
+    eprintln!("{summary}");
+    if errors.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+async fn repair_views(args: RepairArgs) -> anyhow::Result<ExitCode> {
+    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let report =
+        assignments::repair::repair_views(&store, !args.check, args.portal.as_deref()).await?;
+    println!("{}", report.summary());
+    Ok(if args.check && report.differences() > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 static STORE_CALLS: AtomicU64 = AtomicU64::new(0);
 static STORE_REQUESTS: AtomicU64 = AtomicU64::new(0);
+static STORE_ROWS_READ: AtomicU64 = AtomicU64::new(0);
 static STORE_CALLS_BY: Mutex<BTreeMap<(&'static str, &'static str), u64>> =
     Mutex::new(BTreeMap::new());
 static HTTP: Mutex<BTreeMap<(String, u16), u64>> = Mutex::new(BTreeMap::new());
@@ -28,6 +29,11 @@ pub fn store_call(op: &'static str, table: &'static str) {
         .expect("metrics")
         .entry((op, table))
         .or_default() += 1;
+}
+
+/// Rows returned by store reads.
+pub fn rows_read(n: usize) {
+    STORE_ROWS_READ.fetch_add(n as u64, Ordering::Relaxed);
 }
 
 /// One request sent to the cluster by the CQL engine.
@@ -108,6 +114,13 @@ pub fn render() -> String {
             "kartei_store_calls_total{{op=\"{op}\",table=\"{table}\"}} {n}"
         );
     }
+    out.push_str("# HELP kartei_store_rows_read_total Rows returned by store reads.\n");
+    out.push_str("# TYPE kartei_store_rows_read_total counter\n");
+    let _ = writeln!(
+        out,
+        "kartei_store_rows_read_total {}",
+        STORE_ROWS_READ.load(Ordering::Relaxed)
+    );
     out.push_str(
         "# HELP kartei_store_cql_requests_total Requests sent to the cluster (cql engine).\n",
     );

@@ -6,6 +6,7 @@
 //! embedded engine derives an order-preserving key encoding from it. Neither
 //! engine knows anything about the domain.
 
+pub mod buckets;
 pub mod cql;
 pub mod embedded;
 mod key;
@@ -534,6 +535,10 @@ pub trait Store: Send + Sync {
     fn round_trips(&self) -> u64 {
         0
     }
+    /// Rows read through this store so far (see [`Counted`]).
+    fn rows_read(&self) -> u64 {
+        0
+    }
 }
 
 pub type DynStore = Arc<dyn Store>;
@@ -575,6 +580,12 @@ impl Store for DynStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.as_ref().ping().await
     }
+    fn round_trips(&self) -> u64 {
+        self.as_ref().round_trips()
+    }
+    fn rows_read(&self) -> u64 {
+        self.as_ref().rows_read()
+    }
 }
 
 /// Wraps an engine and counts store round trips (one per call), both in the
@@ -583,6 +594,7 @@ impl Store for DynStore {
 pub struct Counted<S> {
     pub engine: S,
     calls: std::sync::atomic::AtomicU64,
+    rows: std::sync::atomic::AtomicU64,
 }
 
 impl<S> Counted<S> {
@@ -590,12 +602,19 @@ impl<S> Counted<S> {
         Counted {
             engine,
             calls: std::sync::atomic::AtomicU64::new(0),
+            rows: std::sync::atomic::AtomicU64::new(0),
         }
     }
     fn count(&self, op: &'static str, table: &'static str) {
         self.calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         metrics::store_call(op, table);
+    }
+    fn read<T>(&self, n: usize, out: T) -> T {
+        self.rows
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        metrics::rows_read(n);
+        out
     }
 }
 
@@ -606,7 +625,8 @@ impl<S: Store> Store for Counted<S> {
     }
     async fn get(&self, table: &'static Table, key: &[Value]) -> Result<Option<Row>, StoreError> {
         self.count("get", table.name);
-        self.engine.get(table, key).await
+        let row = self.engine.get(table, key).await?;
+        Ok(self.read(usize::from(row.is_some()), row))
     }
     async fn get_many(
         &self,
@@ -614,11 +634,13 @@ impl<S: Store> Store for Counted<S> {
         keys: &[Vec<Value>],
     ) -> Result<Vec<Option<Row>>, StoreError> {
         self.count("get_many", table.name);
-        self.engine.get_many(table, keys).await
+        let rows = self.engine.get_many(table, keys).await?;
+        Ok(self.read(rows.iter().flatten().count(), rows))
     }
     async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError> {
         self.count("slice", table.name);
-        self.engine.slice(table, slice).await
+        let page = self.engine.slice(table, slice).await?;
+        Ok(self.read(page.rows.len(), page))
     }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.count("apply", "batch");
@@ -635,13 +657,17 @@ impl<S: Store> Store for Counted<S> {
         limit: usize,
     ) -> Result<Page, StoreError> {
         self.count("scan", table.name);
-        self.engine.scan(table, after, limit).await
+        let page = self.engine.scan(table, after, limit).await?;
+        Ok(self.read(page.rows.len(), page))
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.engine.ping().await
     }
     fn round_trips(&self) -> u64 {
         self.calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn rows_read(&self) -> u64 {
+        self.rows.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

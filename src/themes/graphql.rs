@@ -14,7 +14,7 @@ fn themes<'a>(ctx: &Context<'a>) -> &'a Themes {
     ctx.data_unchecked::<Themes>()
 }
 
-fn loaders<'a>(ctx: &Context<'a>) -> &'a ThemeLoaders {
+pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> &'a ThemeLoaders {
     ctx.data_unchecked::<ThemeLoaders>()
 }
 
@@ -161,6 +161,19 @@ impl Keyword {
     /// Every category above the keyword (its categories and all their ancestors).
     async fn hierarchical_categories(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
         load_categories(ctx, &self.0.hierarchical_category_ids).await
+    }
+    /// The objects this keyword is assigned to (optionally only in one portal),
+    /// ordered by portal, ddb id and creator.
+    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    async fn assignments(
+        &self,
+        ctx: &Context<'_>,
+        portal_id: Option<ID>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> Result<crate::assignments::graphql::AssignmentConnection> {
+        crate::assignments::graphql::keyword_assignments(ctx, &self.0.id, portal_id, first, after)
+            .await
     }
 }
 

@@ -3,15 +3,14 @@
 //! and skipped. Writing the same file again changes nothing.
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, IsTerminal, Write};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes, bounded};
 use crate::error::ApiError;
+use crate::progress::Progress;
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
@@ -85,54 +84,6 @@ fn required(v: Option<String>, what: &str) -> Result<String, String> {
 
 fn message(e: ApiError) -> String {
     e.message()
-}
-
-/// Prints a progress bar on stderr when it is a terminal.
-struct Progress {
-    total: usize,
-    done: Arc<AtomicUsize>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Progress {
-    fn start(total: usize) -> Self {
-        let done = Arc::new(AtomicUsize::new(0));
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        if std::io::stderr().is_terminal() {
-            let d = done.clone();
-            tokio::spawn(async move {
-                loop {
-                    let n = d.load(Ordering::Relaxed);
-                    let width = 40;
-                    let filled = (n * width).checked_div(total).unwrap_or(width);
-                    eprint!(
-                        "\r[{}{}] {n}/{total}",
-                        "#".repeat(filled),
-                        " ".repeat(width - filled)
-                    );
-                    let _ = std::io::stderr().flush();
-                    tokio::select! {
-                        _ = &mut rx => { eprintln!(); break; }
-                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    }
-                }
-            });
-        }
-        Progress {
-            total,
-            done,
-            stop: Some(tx),
-        }
-    }
-    fn tick(&self) {
-        self.done.fetch_add(1, Ordering::Relaxed);
-    }
-    fn finish(mut self) {
-        self.done.store(self.total, Ordering::Relaxed);
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
-    }
 }
 
 /// Imports every record of `input`.

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod assignments;
 mod cli;
 mod engine;
 mod http;

@@ -9,7 +9,10 @@ use kartei::auth::Auth;
 use kartei::config::Limits;
 use kartei::store::cql::CqlStore;
 use kartei::store::embedded::EmbeddedStore;
-use kartei::store::{Counted, DynStore};
+use kartei::store::{
+    Cas, CasOutcome, Counted, DynStore, Mutation, Page, Row, Slice, Store, StoreError, Table,
+    Value as KValue,
+};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
@@ -168,8 +171,12 @@ pub async fn server_with(engine: Engine, limits: Limits) -> TestServer {
 
 impl TestServer {
     pub fn token(&self, roles: &[&str]) -> String {
+        self.token_as("tester", roles)
+    }
+
+    pub fn token_as(&self, sub: &str, roles: &[&str]) -> String {
         let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
-        self.auth.mint("tester", &roles, 3600).expect("mint")
+        self.auth.mint(sub, &roles, 3600).expect("mint")
     }
 
     pub fn admin(&self) -> String {
@@ -228,4 +235,84 @@ pub async fn round_trips<F: Future>(store: &DynStore, f: F) -> (u64, F::Output) 
     let before = store.round_trips();
     let out = f.await;
     (store.round_trips() - before, out)
+}
+
+/// A real store that fails on purpose: it stands in for a process that dies
+/// between two writes (the writes before the fault are really stored).
+pub struct Faulty {
+    inner: DynStore,
+    /// Every `apply` touching one of these tables fails.
+    pub fail_apply_on: std::sync::Mutex<Vec<&'static str>>,
+    /// After this many more successful `cas` calls, every `cas` fails (None: never).
+    pub cas_budget: std::sync::Mutex<Option<usize>>,
+}
+
+impl Faulty {
+    pub fn new(inner: DynStore) -> Arc<Self> {
+        Arc::new(Faulty {
+            inner,
+            fail_apply_on: Default::default(),
+            cas_budget: Default::default(),
+        })
+    }
+}
+
+fn injected() -> StoreError {
+    StoreError::Unavailable("injected crash".into())
+}
+
+#[async_trait::async_trait]
+impl Store for Faulty {
+    fn engine(&self) -> &'static str {
+        self.inner.engine()
+    }
+    async fn get(&self, table: &'static Table, key: &[KValue]) -> Result<Option<Row>, StoreError> {
+        self.inner.get(table, key).await
+    }
+    async fn get_many(
+        &self,
+        table: &'static Table,
+        keys: &[Vec<KValue>],
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        self.inner.get_many(table, keys).await
+    }
+    async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError> {
+        self.inner.slice(table, slice).await
+    }
+    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        let failing = self.fail_apply_on.lock().unwrap().clone();
+        let touches = |m: &Mutation| {
+            let t = match m {
+                Mutation::Upsert { row, .. } => row.table.name,
+                Mutation::Delete { table, .. } => table.name,
+            };
+            failing.contains(&t)
+        };
+        if batch.iter().any(touches) {
+            return Err(injected());
+        }
+        self.inner.apply(batch).await
+    }
+    async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
+        {
+            let mut budget = self.cas_budget.lock().unwrap();
+            match budget.as_mut() {
+                Some(0) => return Err(injected()),
+                Some(n) => *n -= 1,
+                None => {}
+            }
+        }
+        self.inner.cas(cas).await
+    }
+    async fn scan(
+        &self,
+        table: &'static Table,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        self.inner.scan(table, after, limit).await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.inner.ping().await
+    }
 }

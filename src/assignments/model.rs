@@ -1,0 +1,364 @@
+//! The assignment tables (seed 000 with DESIGN.md's changes, see cql/README.md):
+//! the base table objects_keywords, the five query tables that replace the
+//! seed's materialized views, and the release queue and runs.
+//!
+//! Every table whose seed key is partitioned by portal or by keyword is bucketed
+//! by a hash of the ddb id ([`crate::store::buckets`]). All of them carry every
+//! column of the assignment, so a query never needs a second read.
+
+use crate::store::ColumnType::{BigInt, Double, Int, Text};
+use crate::store::buckets::bucket_of;
+use crate::store::{Keyspace, Mutation, Order, Row, Table, col};
+
+const ASC: Order = Order::Asc;
+
+/// The non-key columns every assignment table carries (minus its key columns).
+macro_rules! assignment_columns {
+    ($($extra:expr),* $(,)?) => {
+        &[
+            $($extra,)*
+            col("child_category_id", Text),
+            col("assignment_type", Text),
+            col("created_at", Text),
+            col("modified_at", Text),
+            col("confidence_value", Double),
+        ]
+    };
+}
+
+/// The base table. Seed key `(top_level_category_id, ddb_id, keyword_id, creator)`,
+/// with the bucket added to the partition key.
+pub static OBJECTS_KEYWORDS: Table = Table {
+    keyspace: Keyspace::Target,
+    name: "objects_keywords",
+    partition_key: &[col("top_level_category_id", Text), col("bucket", Int)],
+    clustering: &[
+        (col("ddb_id", Text), ASC),
+        (col("keyword_id", Text), ASC),
+        (col("creator", Text), ASC),
+    ],
+    columns: assignment_columns![col("status", Text)],
+};
+
+pub static OBJECTS_KEYWORDS_CREATOR: Table = Table {
+    keyspace: Keyspace::Target,
+    name: "objects_keywords_creator",
+    partition_key: &[col("top_level_category_id", Text), col("bucket", Int)],
+    clustering: &[
+        (col("creator", Text), ASC),
+        (col("ddb_id", Text), ASC),
+        (col("keyword_id", Text), ASC),
+    ],
+    columns: assignment_columns![col("status", Text)],
+};
+
+pub static OBJECTS_KEYWORDS_STATUS: Table = Table {
+    keyspace: Keyspace::Target,
+    name: "objects_keywords_status",
+    partition_key: &[col("top_level_category_id", Text), col("bucket", Int)],
+    clustering: &[
+        (col("status", Text), ASC),
+        (col("ddb_id", Text), ASC),
+        (col("keyword_id", Text), ASC),
+        (col("creator", Text), ASC),
+    ],
+    columns: assignment_columns![],
+};
+
+/// All assignments of one object: bounded by the keywords one object can carry,
+/// so it keeps the seed's key unbucketed.
+pub static OBJECTS_KEYWORDS_DDBID: Table = Table {
+    keyspace: Keyspace::Target,
+    name: "objects_keywords_ddbid",
+    partition_key: &[col("ddb_id", Text)],
+    clustering: &[
+        (col("top_level_category_id", Text), ASC),
+        (col("keyword_id", Text), ASC),
+        (col("creator", Text), ASC),
+    ],
+    columns: assignment_columns![col("status", Text)],
+};
+
+pub static OBJECTS_KEYWORDS_KEYWORD: Table = Table {
+    keyspace: Keyspace::Target,
+    name: "objects_keywords_keyword",
+    partition_key: &[col("keyword_id", Text), col("bucket", Int)],
+    clustering: &[
+        (col("top_level_category_id", Text), ASC),
+        (col("ddb_id", Text), ASC),
+        (col("creator", Text), ASC),
+    ],
+    columns: assignment_columns![col("status", Text)],
+};
+
+pub static OBJECTS_KEYWORDS_CREATORS_WITH_STATUS: Table = Table {
+    keyspace: Keyspace::Target,
+    name: "objects_keywords_creators_with_status",
+    partition_key: &[col("top_level_category_id", Text), col("bucket", Int)],
+    clustering: &[
+        (col("status", Text), ASC),
+        (col("creator", Text), ASC),
+        (col("ddb_id", Text), ASC),
+        (col("keyword_id", Text), ASC),
+    ],
+    columns: assignment_columns![],
+};
+
+/// The query tables, each rebuilt from the base table by `repair-views`.
+pub static VIEWS: &[&Table] = &[
+    &OBJECTS_KEYWORDS_CREATOR,
+    &OBJECTS_KEYWORDS_STATUS,
+    &OBJECTS_KEYWORDS_DDBID,
+    &OBJECTS_KEYWORDS_KEYWORD,
+    &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
+];
+
+/// The ddb ids waiting for the reindexer, bucketed by a hash of the id.
+pub static RELEASE_DDBIDS: Table = Table {
+    keyspace: Keyspace::Themes,
+    name: "release_ddbids",
+    partition_key: &[col("bucket", Int)],
+    clustering: &[(col("id", Text), ASC)],
+    columns: &[col("enqueued_at", Text)],
+};
+
+/// Per portal, the last successful (1) and the last failed (0) release run.
+pub static RELEASE_RUNS: Table = Table {
+    keyspace: Keyspace::Themes,
+    name: "release_runs",
+    partition_key: &[col("top_level_category_id", Text)],
+    clustering: &[(col("successful", Int), ASC)],
+    columns: &[
+        col("time", Text),
+        col("published", BigInt),
+        col("message", Text),
+    ],
+};
+
+pub static TARGET_TABLES: &[&Table] = &[
+    &OBJECTS_KEYWORDS,
+    &OBJECTS_KEYWORDS_CREATOR,
+    &OBJECTS_KEYWORDS_STATUS,
+    &OBJECTS_KEYWORDS_DDBID,
+    &OBJECTS_KEYWORDS_KEYWORD,
+    &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
+];
+
+pub static RELEASE_TABLES: &[&Table] = &[&RELEASE_DDBIDS, &RELEASE_RUNS];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, async_graphql::Enum)]
+pub enum AssignmentStatus {
+    Autosuggested,
+    Suggested,
+    Deletesuggested,
+    Accepted,
+    Rejected,
+    Published,
+    Deleted,
+}
+
+impl AssignmentStatus {
+    pub const ALL: [AssignmentStatus; 7] = [
+        AssignmentStatus::Autosuggested,
+        AssignmentStatus::Suggested,
+        AssignmentStatus::Deletesuggested,
+        AssignmentStatus::Accepted,
+        AssignmentStatus::Rejected,
+        AssignmentStatus::Published,
+        AssignmentStatus::Deleted,
+    ];
+
+    /// The stored spelling (the seed's).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AssignmentStatus::Autosuggested => "AUTOSUGGESTED",
+            AssignmentStatus::Suggested => "SUGGESTED",
+            AssignmentStatus::Deletesuggested => "DELETESUGGESTED",
+            AssignmentStatus::Accepted => "ACCEPTED",
+            AssignmentStatus::Rejected => "REJECTED",
+            AssignmentStatus::Published => "PUBLISHED",
+            AssignmentStatus::Deleted => "DELETED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, async_graphql::Enum)]
+pub enum AssignmentType {
+    Machine,
+    Archive,
+    Anybody,
+}
+
+impl AssignmentType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AssignmentType::Machine => "MACHINE",
+            AssignmentType::Archive => "ARCHIVE",
+            AssignmentType::Anybody => "ANYBODY",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            AssignmentType::Machine,
+            AssignmentType::Archive,
+            AssignmentType::Anybody,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+}
+
+/// The primary key of an assignment (the seed's, without the bucket).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AssignmentKey {
+    pub portal_id: String,
+    pub ddb_id: String,
+    pub keyword_id: String,
+    pub creator: String,
+}
+
+impl AssignmentKey {
+    /// The base table's full primary key.
+    pub fn base_key(&self) -> Vec<crate::store::Value> {
+        vec![
+            self.portal_id.as_str().into(),
+            bucket_of(&self.ddb_id).into(),
+            self.ddb_id.as_str().into(),
+            self.keyword_id.as_str().into(),
+            self.creator.as_str().into(),
+        ]
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assignment {
+    pub key: AssignmentKey,
+    pub child_category_id: String,
+    pub assignment_type: AssignmentType,
+    pub status: AssignmentStatus,
+    pub created_at: String,
+    pub modified_at: String,
+    pub confidence: Option<f64>,
+}
+
+impl Assignment {
+    /// This assignment as a row of `table` (any of the assignment tables: they
+    /// share column names and differ only in how the key is arranged).
+    pub fn row(&self, table: &'static Table) -> Row {
+        let k = &self.key;
+        let cells: [(&str, crate::store::Value); 10] = [
+            ("top_level_category_id", k.portal_id.as_str().into()),
+            ("bucket", bucket_of(&k.ddb_id).into()),
+            ("ddb_id", k.ddb_id.as_str().into()),
+            ("keyword_id", k.keyword_id.as_str().into()),
+            ("creator", k.creator.as_str().into()),
+            ("child_category_id", self.child_category_id.as_str().into()),
+            ("status", self.status.as_str().into()),
+            ("assignment_type", self.assignment_type.as_str().into()),
+            ("created_at", self.created_at.as_str().into()),
+            ("modified_at", self.modified_at.as_str().into()),
+        ];
+        let mut row = Row::new(table);
+        for (name, v) in cells {
+            if table.index_of(name).is_some() {
+                row = row.set(name, v);
+            }
+        }
+        row.set_opt("confidence_value", self.confidence)
+    }
+
+    /// Reads an assignment from a row of any assignment table. `None` when the
+    /// row is not a well-formed assignment (which `repair-views` reports).
+    pub fn from_row(r: &Row) -> Option<Assignment> {
+        Some(Assignment {
+            key: AssignmentKey {
+                portal_id: r.text("top_level_category_id")?.to_owned(),
+                ddb_id: r.text("ddb_id")?.to_owned(),
+                keyword_id: r.text("keyword_id")?.to_owned(),
+                creator: r.text("creator")?.to_owned(),
+            },
+            child_category_id: r.string("child_category_id"),
+            assignment_type: AssignmentType::parse(r.text("assignment_type")?)?,
+            status: AssignmentStatus::parse(r.text("status")?)?,
+            created_at: r.string("created_at"),
+            modified_at: r.string("modified_at"),
+            confidence: r.double("confidence_value"),
+        })
+    }
+
+    /// The five query-table rows derived from this assignment.
+    pub fn view_rows(&self) -> Vec<Row> {
+        VIEWS.iter().map(|t| self.row(t)).collect()
+    }
+
+    /// The batch that makes the query tables agree with this assignment: its rows
+    /// under every other status are deleted (whatever an earlier, possibly
+    /// reordered, write left there), then its rows are written.
+    pub fn view_batch(&self) -> Vec<Mutation> {
+        let mut batch = Vec::new();
+        for other in AssignmentStatus::ALL {
+            if other == self.status {
+                continue;
+            }
+            let mut a = self.clone();
+            a.status = other;
+            for t in [
+                &OBJECTS_KEYWORDS_STATUS,
+                &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
+            ] {
+                let key = a.row(t).key().expect("assignment rows have full keys");
+                batch.push(Mutation::delete(t, key));
+            }
+        }
+        batch.extend(self.view_rows().into_iter().map(Mutation::upsert));
+        batch
+    }
+}
+
+/// A row of `release_runs`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReleaseRun {
+    pub portal_id: String,
+    pub successful: bool,
+    pub time: String,
+    pub published: i64,
+    pub message: Option<String>,
+}
+
+impl ReleaseRun {
+    pub fn row(&self) -> Row {
+        Row::new(&RELEASE_RUNS)
+            .set("top_level_category_id", &self.portal_id)
+            .set("successful", i32::from(self.successful))
+            .set("time", &self.time)
+            .set("published", self.published)
+            .set_opt("message", self.message.clone())
+    }
+
+    pub fn from_row(r: &Row) -> ReleaseRun {
+        ReleaseRun {
+            portal_id: r.string("top_level_category_id"),
+            successful: r.int("successful") == Some(1),
+            time: r.string("time"),
+            published: r.bigint("published").unwrap_or(0),
+            message: r.text("message").map(str::to_owned),
+        }
+    }
+}
+
+/// The release-queue row of a ddb id.
+pub fn queue_row(ddb_id: &str, now: &str) -> Row {
+    Row::new(&RELEASE_DDBIDS)
+        .set("bucket", bucket_of(ddb_id))
+        .set("id", ddb_id)
+        .set("enqueued_at", now)
+}
+
+pub fn queue_key(ddb_id: &str) -> Vec<crate::store::Value> {
+    vec![bucket_of(ddb_id).into(), ddb_id.into()]
+}

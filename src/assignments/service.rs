@@ -1,0 +1,644 @@
+//! The assignment rules: who may suggest what, the status workflow under
+//! lightweight transactions, query tables kept in step with the base rows, and
+//! the release queue with its runs.
+//!
+//! Write order (a crash can stop a request between any two steps):
+//! 1. ids that must reach the search index are enqueued first, so a crash after
+//!    the status change cannot lose them (an extra entry only costs a reindex);
+//! 2. the base row changes under a lightweight transaction, the only point where
+//!    concurrent writers are ordered (Cassandra cannot put an LWT and other
+//!    tables in one batch);
+//! 3. one logged batch writes the five query tables, then the base row is read
+//!    again: if another writer changed it meanwhile, the query tables are written
+//!    again from what is there now. A crash between 2 and 3 leaves stale query
+//!    rows; the next write of that assignment, a conflicting retry, or
+//!    `repair-views` heals them.
+
+use std::collections::BTreeSet;
+
+use super::model::*;
+use crate::auth::{Principal, Role};
+use crate::error::{ApiError, ApiResult};
+use crate::store::buckets::{all_buckets, merged_slice};
+use crate::store::{Bound, Cas, Condition, DynStore, Mutation, Row, Slice, Value};
+use crate::themes::service::{Themes, bounded, check_id, now_rfc3339};
+
+/// Keys one `transitionAssignments` call may name.
+pub const MAX_KEYS: usize = 500;
+/// Ids one `acknowledgeRelease` call may name.
+pub const MAX_ACK: usize = 1_000;
+/// Assignments of one object listed by `objectAssignments`.
+pub const MAX_PER_OBJECT: usize = 1_000;
+/// Creators listed by `creators`.
+pub const MAX_CREATORS: usize = 1_000;
+/// Concurrent writes inside one bulk request.
+const WRITE_CONCURRENCY: usize = 16;
+/// Rows per page read by a release run.
+const RELEASE_PAGE: usize = 200;
+/// Queue rows per batch.
+const QUEUE_BATCH: usize = 50;
+
+#[derive(Clone, Debug, Default)]
+pub struct SuggestInput {
+    pub portal_id: String,
+    pub ddb_id: String,
+    pub keyword_id: String,
+    pub child_category_id: String,
+    pub confidence: Option<f64>,
+}
+
+/// A page of assignments with a cursor per item.
+pub struct AssignmentPage {
+    pub items: Vec<(String, Assignment)>,
+    pub has_next: bool,
+}
+
+/// Who a suggestion is recorded as, from the caller's roles.
+#[derive(Clone, Debug)]
+pub struct Suggester {
+    pub creator: String,
+    pub assignment_type: AssignmentType,
+    pub status: AssignmentStatus,
+}
+
+impl Suggester {
+    /// machine: MACHINE + AUTOSUGGESTED; archive: ARCHIVE + SUGGESTED;
+    /// contributor (and editor or admin, who can do what a contributor can):
+    /// ANYBODY + SUGGESTED. The most specific role wins.
+    pub fn of(who: &Principal) -> ApiResult<Suggester> {
+        let Some(sub) = &who.sub else {
+            return Err(ApiError::Unauthenticated);
+        };
+        let (assignment_type, status) = if who.roles.contains(&Role::Machine) {
+            (AssignmentType::Machine, AssignmentStatus::Autosuggested)
+        } else if who.roles.contains(&Role::Archive) {
+            (AssignmentType::Archive, AssignmentStatus::Suggested)
+        } else if [Role::Contributor, Role::Editor, Role::Admin]
+            .iter()
+            .any(|r| who.roles.contains(r))
+        {
+            (AssignmentType::Anybody, AssignmentStatus::Suggested)
+        } else {
+            return Err(ApiError::Forbidden("contributor"));
+        };
+        Ok(Suggester {
+            creator: sub.clone(),
+            assignment_type,
+            status,
+        })
+    }
+
+    /// The machine role, as `import-assignments` acts.
+    pub fn machine(creator: &str) -> Suggester {
+        Suggester {
+            creator: creator.to_owned(),
+            assignment_type: AssignmentType::Machine,
+            status: AssignmentStatus::Autosuggested,
+        }
+    }
+}
+
+/// DESIGN.md's transition table. Returns the roles that may make the change:
+/// INVALID_TRANSITION for a change the workflow does not have, FORBIDDEN for a
+/// caller without one of the roles, UNAUTHENTICATED without a token.
+pub fn check_transition(
+    who: &Principal,
+    from: AssignmentStatus,
+    to: AssignmentStatus,
+) -> ApiResult<()> {
+    use AssignmentStatus::*;
+    if who.sub.is_none() {
+        return Err(ApiError::Unauthenticated);
+    }
+    let roles: &[Role] = match (from, to) {
+        (Autosuggested | Suggested, Accepted | Rejected)
+        | (Accepted, Rejected)
+        | (Deletesuggested, Deleted | Published) => &[Role::Editor],
+        (Published, Deletesuggested) => &[Role::Contributor, Role::Archive, Role::Editor],
+        (Accepted, Published) => {
+            return Err(ApiError::InvalidTransition(
+                "ACCEPTED -> PUBLISHED is made by a release run (runRelease), not by a transition"
+                    .into(),
+            ));
+        }
+        _ => {
+            return Err(ApiError::InvalidTransition(format!(
+                "{} -> {} is not a transition of the workflow",
+                from.as_str(),
+                to.as_str()
+            )));
+        }
+    };
+    if roles.iter().any(|r| who.has(*r)) {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden(roles[0].name()))
+    }
+}
+
+fn check_key(k: &AssignmentKey) -> ApiResult<()> {
+    check_id("portal", &k.portal_id)?;
+    check_id("ddb", &k.ddb_id)?;
+    check_id("keyword", &k.keyword_id)?;
+    check_id("creator", &k.creator)
+}
+
+fn conflict(current: &Assignment, what: &str) -> ApiError {
+    ApiError::Conflict {
+        message: format!("{what}; it is {} now", current.status.as_str()),
+        current: Some(current.status.as_str().to_owned()),
+    }
+}
+
+#[derive(Clone)]
+pub struct Assignments {
+    store: DynStore,
+    themes: Themes,
+}
+
+impl Assignments {
+    pub fn new(store: DynStore) -> Self {
+        Assignments {
+            themes: Themes::new(store.clone()),
+            store,
+        }
+    }
+
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+
+    /// Records a suggestion as `who` (creator, type and first status from the role).
+    pub async fn suggest(&self, who: &Suggester, input: SuggestInput) -> ApiResult<Assignment> {
+        let key = AssignmentKey {
+            portal_id: input.portal_id.trim().to_owned(),
+            ddb_id: input.ddb_id.trim().to_owned(),
+            keyword_id: input.keyword_id.trim().to_owned(),
+            creator: who.creator.clone(),
+        };
+        check_key(&key)?;
+        let child_id = input.child_category_id.trim().to_owned();
+        check_id("child category", &child_id)?;
+        if let Some(c) = input.confidence
+            && !(0.0..=1.0).contains(&c)
+        {
+            return Err(ApiError::bad_input(format!(
+                "confidence must be between 0 and 1, got {c}"
+            )));
+        }
+        let category_ids = [key.portal_id.clone(), child_id.clone()];
+        let (categories, keywords) = futures::try_join!(
+            self.themes.categories(&category_ids),
+            self.themes.keywords(std::slice::from_ref(&key.keyword_id))
+        )?;
+        match categories.get(&key.portal_id) {
+            Some(p) if p.parent_id.is_none() => {}
+            _ => {
+                return Err(ApiError::bad_input(format!(
+                    "unknown portal {}",
+                    key.portal_id
+                )));
+            }
+        }
+        match categories.get(&child_id) {
+            Some(c) if c.parent_id.as_deref() == Some(key.portal_id.as_str()) => {}
+            _ => {
+                return Err(ApiError::bad_input(format!(
+                    "{child_id} is not a category directly under portal {}",
+                    key.portal_id
+                )));
+            }
+        }
+        let Some(keyword) = keywords.get(&key.keyword_id) else {
+            return Err(ApiError::bad_input(format!(
+                "unknown keyword {}",
+                key.keyword_id
+            )));
+        };
+        if !keyword.hierarchical_category_ids.contains(&key.portal_id) {
+            return Err(ApiError::bad_input(format!(
+                "keyword {} is not in portal {}",
+                key.keyword_id, key.portal_id
+            )));
+        }
+        let now = now_rfc3339();
+        let assignment = Assignment {
+            key,
+            child_category_id: child_id,
+            assignment_type: who.assignment_type,
+            status: who.status,
+            created_at: now.clone(),
+            modified_at: now,
+            confidence: input.confidence,
+        };
+        let outcome = self
+            .store
+            .cas(Cas {
+                row: assignment.row(&OBJECTS_KEYWORDS),
+                condition: Condition::NotExists,
+                ttl: None,
+            })
+            .await?;
+        if outcome.applied {
+            self.sync_views(assignment.clone()).await?;
+            return Ok(assignment);
+        }
+        let current = outcome.current.as_ref().and_then(Assignment::from_row);
+        match current {
+            Some(c) => {
+                // A retry after a crash between the two writes lands here: heal.
+                self.sync_views(c.clone()).await?;
+                Err(conflict(&c, "this assignment exists already"))
+            }
+            None => Err(ApiError::Conflict {
+                message: "this assignment exists already".into(),
+                current: None,
+            }),
+        }
+    }
+
+    /// Changes one assignment's status if it is `expected` now.
+    pub async fn transition(
+        &self,
+        who: &Principal,
+        key: &AssignmentKey,
+        expected: AssignmentStatus,
+        to: AssignmentStatus,
+    ) -> ApiResult<Assignment> {
+        check_transition(who, expected, to)?;
+        check_key(key)?;
+        self.change_status(key, expected, to, true).await
+    }
+
+    /// One result per key, in the order given: never all-or-nothing.
+    pub async fn transition_many(
+        &self,
+        who: &Principal,
+        keys: Vec<AssignmentKey>,
+        expected: AssignmentStatus,
+        to: AssignmentStatus,
+    ) -> ApiResult<Vec<(AssignmentKey, ApiResult<Assignment>)>> {
+        check_transition(who, expected, to)?;
+        if keys.len() > MAX_KEYS {
+            return Err(ApiError::bad_input(format!(
+                "at most {MAX_KEYS} keys per call"
+            )));
+        }
+        Ok(bounded(keys, WRITE_CONCURRENCY, |k| async move {
+            let r = match check_key(&k) {
+                Ok(()) => self.change_status(&k, expected, to, true).await,
+                Err(e) => Err(e),
+            };
+            (k, r)
+        })
+        .await)
+    }
+
+    async fn change_status(
+        &self,
+        key: &AssignmentKey,
+        expected: AssignmentStatus,
+        to: AssignmentStatus,
+        enqueue: bool,
+    ) -> ApiResult<Assignment> {
+        let now = now_rfc3339();
+        if enqueue && matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published) {
+            self.store
+                .apply(vec![Mutation::upsert(queue_row(&key.ddb_id, &now))])
+                .await?;
+        }
+        let mut row = Row::new(&OBJECTS_KEYWORDS);
+        row.values[..OBJECTS_KEYWORDS.key_len()].clone_from_slice(
+            &key.base_key()
+                .into_iter()
+                .map(Some)
+                .collect::<Vec<Option<Value>>>(),
+        );
+        let row = row.set("status", to.as_str()).set("modified_at", &now);
+        let outcome = self
+            .store
+            .cas(Cas {
+                row,
+                condition: Condition::Equals(vec![("status", Some(expected.as_str().into()))]),
+                ttl: None,
+            })
+            .await?;
+        let current = outcome.current.as_ref().and_then(Assignment::from_row);
+        match (outcome.applied, current) {
+            (true, Some(a)) => {
+                self.sync_views(a.clone()).await?;
+                Ok(a)
+            }
+            (true, None) => Err(ApiError::Internal),
+            (false, None) => Err(ApiError::NotFound("assignment".into())),
+            (false, Some(c)) => {
+                self.sync_views(c.clone()).await?;
+                Err(conflict(
+                    &c,
+                    &format!("the assignment was not {}", expected.as_str()),
+                ))
+            }
+        }
+    }
+
+    /// Writes the query tables for `a`, then re-reads the base row and writes
+    /// them again while a concurrent writer has changed it in between.
+    async fn sync_views(&self, mut a: Assignment) -> ApiResult<()> {
+        for _ in 0..8 {
+            self.store.apply(a.view_batch()).await?;
+            let now = self
+                .store
+                .get(&OBJECTS_KEYWORDS, &a.key.base_key())
+                .await?
+                .as_ref()
+                .and_then(Assignment::from_row);
+            match now {
+                Some(cur) if cur != a => a = cur,
+                _ => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// A portal's assignments, filtered by status, creator or both, in key order.
+    pub async fn list(
+        &self,
+        portal_id: &str,
+        status: Option<AssignmentStatus>,
+        creator: Option<&str>,
+        first: usize,
+        after: Option<String>,
+    ) -> ApiResult<AssignmentPage> {
+        let (table, prefix): (_, Vec<Value>) = match (status, creator) {
+            (None, None) => (&OBJECTS_KEYWORDS, vec![]),
+            (Some(s), None) => (&OBJECTS_KEYWORDS_STATUS, vec![s.as_str().into()]),
+            (None, Some(c)) => (&OBJECTS_KEYWORDS_CREATOR, vec![c.into()]),
+            (Some(s), Some(c)) => (
+                &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
+                vec![s.as_str().into(), c.into()],
+            ),
+        };
+        self.merged(table, portal_id, prefix, first, after).await
+    }
+
+    /// One page of the buckets of `base` in `table`, merged in key order.
+    async fn merged(
+        &self,
+        table: &'static crate::store::Table,
+        base: &str,
+        prefix: Vec<Value>,
+        first: usize,
+        after: Option<String>,
+    ) -> ApiResult<AssignmentPage> {
+        let slice = Slice::partition(vec![])
+            .prefix(prefix)
+            .limit(first)
+            .after(after);
+        let page = merged_slice(&*self.store, table, &all_buckets(&[base.into()]), &slice).await?;
+        Ok(to_page(page))
+    }
+
+    /// The assignments of one object (optionally in one portal).
+    pub async fn of_object(
+        &self,
+        ddb_id: &str,
+        portal_id: Option<&str>,
+    ) -> ApiResult<Vec<Assignment>> {
+        let prefix: Vec<Value> = portal_id.map(Into::into).into_iter().collect();
+        let page = self
+            .store
+            .slice(
+                &OBJECTS_KEYWORDS_DDBID,
+                &Slice::partition(vec![ddb_id.into()])
+                    .prefix(prefix)
+                    .limit(MAX_PER_OBJECT),
+            )
+            .await?;
+        Ok(page.rows.iter().filter_map(Assignment::from_row).collect())
+    }
+
+    /// The assignments of one keyword (optionally in one portal), by portal and ddb id.
+    pub async fn of_keyword(
+        &self,
+        keyword_id: &str,
+        portal_id: Option<&str>,
+        first: usize,
+        after: Option<String>,
+    ) -> ApiResult<AssignmentPage> {
+        let prefix: Vec<Value> = portal_id.map(Into::into).into_iter().collect();
+        self.merged(&OBJECTS_KEYWORDS_KEYWORD, keyword_id, prefix, first, after)
+            .await
+    }
+
+    /// The distinct creators of a portal's assignments with `status`, sorted.
+    /// Each bucket is walked creator by creator (one single-row read per creator
+    /// skips all of that creator's rows), all buckets at once.
+    pub async fn creators(
+        &self,
+        portal_id: &str,
+        status: AssignmentStatus,
+    ) -> ApiResult<Vec<String>> {
+        let walks = all_buckets(&[portal_id.into()])
+            .into_iter()
+            .map(|p| async move {
+                let mut found: Vec<String> = Vec::new();
+                while found.len() < MAX_CREATORS {
+                    let mut slice = Slice::partition(p.clone())
+                        .prefix(vec![status.as_str().into()])
+                        .limit(1);
+                    if let Some(last) = found.last() {
+                        slice = slice.lower(Bound::Exclusive(last.as_str().into()));
+                    }
+                    let page = self
+                        .store
+                        .slice(&OBJECTS_KEYWORDS_CREATORS_WITH_STATUS, &slice)
+                        .await?;
+                    match page.rows.first() {
+                        Some(r) => found.push(r.string("creator")),
+                        None => break,
+                    }
+                }
+                Ok::<_, ApiError>(found)
+            });
+        let all: BTreeSet<String> = futures::future::try_join_all(walks)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok(all.into_iter().take(MAX_CREATORS).collect())
+    }
+
+    /// The ddb ids waiting for the reindexer, in id order.
+    pub async fn release_queue(
+        &self,
+        first: usize,
+        after: Option<String>,
+    ) -> ApiResult<(Vec<(String, String)>, bool)> {
+        let slice = Slice::partition(vec![]).limit(first).after(after);
+        let page = merged_slice(&*self.store, &RELEASE_DDBIDS, &all_buckets(&[]), &slice).await?;
+        let has_next = page.next.is_some();
+        Ok((
+            page.cursors
+                .into_iter()
+                .zip(page.rows.iter().map(|r| r.string("id")))
+                .collect(),
+            has_next,
+        ))
+    }
+
+    /// The portal's last successful and last failed run (successful first).
+    pub async fn release_runs(&self, portal_id: &str) -> ApiResult<Vec<ReleaseRun>> {
+        let page = self
+            .store
+            .slice(
+                &RELEASE_RUNS,
+                &Slice::partition(vec![portal_id.into()])
+                    .limit(2)
+                    .reverse(true),
+            )
+            .await?;
+        Ok(page.rows.iter().map(ReleaseRun::from_row).collect())
+    }
+
+    /// Publishes the portal's ACCEPTED assignments and enqueues their ddb ids.
+    /// Safe to run again after a crash, and concurrently: every publication is
+    /// an LWT from ACCEPTED, and the queue is a set.
+    pub async fn run_release(&self, who: &Principal, portal_id: &str) -> ApiResult<ReleaseRun> {
+        who.require(Role::Editor)?;
+        match self.themes.category(portal_id).await? {
+            Some(c) if c.parent_id.is_none() => {}
+            _ => return Err(ApiError::bad_input(format!("unknown portal {portal_id}"))),
+        }
+        match self.publish_accepted(portal_id).await {
+            Ok(published) => {
+                let run = ReleaseRun {
+                    portal_id: portal_id.to_owned(),
+                    successful: true,
+                    time: now_rfc3339(),
+                    published,
+                    message: None,
+                };
+                self.store.apply(vec![Mutation::upsert(run.row())]).await?;
+                Ok(run)
+            }
+            Err(e) => {
+                let run = ReleaseRun {
+                    portal_id: portal_id.to_owned(),
+                    successful: false,
+                    time: now_rfc3339(),
+                    published: 0,
+                    message: Some(format!("{}: {}", e.code(), e.message())),
+                };
+                if let Err(record) = self.store.apply(vec![Mutation::upsert(run.row())]).await {
+                    tracing::error!(error = %record, "could not record a failed release run");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn publish_accepted(&self, portal_id: &str) -> ApiResult<i64> {
+        let mut published = 0;
+        let mut after = None;
+        loop {
+            let page = self
+                .list(
+                    portal_id,
+                    Some(AssignmentStatus::Accepted),
+                    None,
+                    RELEASE_PAGE,
+                    after,
+                )
+                .await?;
+            let now = now_rfc3339();
+            let ids: BTreeSet<&str> = page
+                .items
+                .iter()
+                .map(|(_, a)| a.key.ddb_id.as_str())
+                .collect();
+            let ids: Vec<&str> = ids.into_iter().collect();
+            for chunk in ids.chunks(QUEUE_BATCH) {
+                self.store
+                    .apply(
+                        chunk
+                            .iter()
+                            .map(|id| Mutation::upsert(queue_row(id, &now)))
+                            .collect(),
+                    )
+                    .await?;
+            }
+            let keys: Vec<AssignmentKey> = page.items.iter().map(|(_, a)| a.key.clone()).collect();
+            let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
+                self.change_status(
+                    &k,
+                    AssignmentStatus::Accepted,
+                    AssignmentStatus::Published,
+                    false,
+                )
+                .await
+            })
+            .await;
+            for r in results {
+                match r {
+                    Ok(_) => published += 1,
+                    // Rejected or published by someone else meanwhile: not ours to publish.
+                    Err(ApiError::Conflict { .. } | ApiError::NotFound(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if !page.has_next {
+                return Ok(published);
+            }
+            after = page.items.last().map(|(c, _)| c.clone());
+        }
+    }
+
+    /// Removes ids from the release queue; returns how many were in it.
+    pub async fn acknowledge(&self, who: &Principal, ids: Vec<String>) -> ApiResult<i32> {
+        who.require(Role::Machine)?;
+        if ids.len() > MAX_ACK {
+            return Err(ApiError::bad_input(format!(
+                "at most {MAX_ACK} ids per call"
+            )));
+        }
+        let ids: Vec<String> = ids
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for id in &ids {
+            check_id("ddb", id)?;
+        }
+        let keys: Vec<Vec<Value>> = ids.iter().map(|i| queue_key(i)).collect();
+        let found = self.store.get_many(&RELEASE_DDBIDS, &keys).await?;
+        let present: Vec<Vec<Value>> = keys
+            .into_iter()
+            .zip(found)
+            .filter_map(|(k, r)| r.map(|_| k))
+            .collect();
+        for chunk in present.chunks(QUEUE_BATCH) {
+            self.store
+                .apply(
+                    chunk
+                        .iter()
+                        .map(|k| Mutation::delete(&RELEASE_DDBIDS, k.clone()))
+                        .collect(),
+                )
+                .await?;
+        }
+        Ok(present.len() as i32)
+    }
+}
+
+fn to_page(page: crate::store::Page) -> AssignmentPage {
+    let has_next = page.next.is_some();
+    AssignmentPage {
+        items: page
+            .cursors
+            .into_iter()
+            .zip(page.rows.iter())
+            .filter_map(|(c, r)| Some((c, Assignment::from_row(r)?)))
+            .collect(),
+        has_next,
+    }
+}
