@@ -104,3 +104,111 @@ fn schema_prints_the_sdl() {
         kartei::graphql::sdl()
     );
 }
+
+#[test]
+fn import_assignments_and_repair_views_exit_codes() {
+    use kartei::assignments::model::OBJECTS_KEYWORDS_STATUS;
+    use kartei::store::{Mutation, Store, Value, buckets::bucket_of};
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let vocabulary = concat!(env!("CARGO_MANIFEST_DIR"), "/demo/vocabulary.ndjson");
+    let out = kartei()
+        .args(["import-vocabulary", vocabulary, "--data-dir", d])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut lines: Vec<String> = (0..25)
+        .map(|i| format!(r#"{{"portalId":"c-wr","ddbId":"DDB{i:04}","keywordId":"k-0131","childCategoryId":"c-wr-orte","confidence":0.75}}"#))
+        .collect();
+    lines.insert(3, r#"{"portalId":"c-wr","ddbId":"DDBX","keywordId":"k-0131","childCategoryId":"c-wr-orte","confidence":2}"#.into());
+    lines.insert(9, r#"{"portalId":"c-wr","ddbId":"DDBY"}"#.into());
+    let file = dir.path().join("suggestions.ndjson");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let import = || {
+        kartei()
+            .args([
+                "import-assignments",
+                file.to_str().unwrap(),
+                "--creator",
+                "ingest-bot",
+                "--data-dir",
+                d,
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = import();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("suggestions.ndjson:4: confidence must be between 0 and 1"),
+        "{err}"
+    );
+    assert!(
+        err.contains("suggestions.ndjson:10: invalid record"),
+        "{err}"
+    );
+    assert!(
+        err.contains("25 assignments created, 0 already present, 2 errors"),
+        "{err}"
+    );
+    assert!(err.contains("rows/s"), "{err}");
+    let err = String::from_utf8_lossy(&import().stderr).into_owned();
+    assert!(
+        err.contains("0 assignments created, 25 already present"),
+        "{err}"
+    );
+
+    let repair = |args: &[&str]| {
+        let out = kartei()
+            .arg("repair-views")
+            .args(args)
+            .args(["--data-dir", d])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (status, text) = repair(&["--check"]);
+    assert_eq!(status, Some(0), "{text}");
+    assert!(
+        text.contains("25 assignments checked, 0 differences"),
+        "{text}"
+    );
+
+    // Lose one query row behind the server's back.
+    crate::support::run(async {
+        let store = kartei::store::embedded::EmbeddedStore::open(dir.path()).unwrap();
+        let key: Vec<Value> = vec![
+            "c-wr".into(),
+            bucket_of("DDB0007").into(),
+            "AUTOSUGGESTED".into(),
+            "DDB0007".into(),
+            "k-0131".into(),
+            "ingest-bot".into(),
+        ];
+        store
+            .apply(vec![Mutation::delete(&OBJECTS_KEYWORDS_STATUS, key)])
+            .await
+            .unwrap();
+    });
+    let (status, text) = repair(&["--check"]);
+    assert_eq!(status, Some(1), "{text}");
+    assert!(
+        text.contains("objects_keywords_status: 1 missing, 0 different, 0 stale"),
+        "{text}"
+    );
+    let (status, text) = repair(&["--portal", "c-wr"]);
+    assert_eq!(status, Some(0), "{text}");
+    assert!(text.contains("(repaired)"), "{text}");
+    let (status, text) = repair(&["--check"]);
+    assert_eq!(status, Some(0), "{text}");
+}
