@@ -67,13 +67,20 @@ impl Principal {
 
     /// Requires a token with `role`: UNAUTHENTICATED without a token, FORBIDDEN without the role.
     pub fn require(&self, role: Role) -> Result<&str, ApiError> {
+        self.require_any(&[role])
+    }
+
+    /// Requires a token with one of `roles` (FORBIDDEN names the first).
+    pub fn require_any(&self, roles: &[Role]) -> Result<&str, ApiError> {
         let Some(sub) = &self.sub else {
             return Err(ApiError::Unauthenticated);
         };
-        if self.has(role) {
+        if roles.iter().any(|r| self.has(*r)) {
             Ok(sub)
         } else {
-            Err(ApiError::Forbidden(role.name()))
+            Err(ApiError::Forbidden(
+                roles.first().map_or("admin", |r| r.name()),
+            ))
         }
     }
 }

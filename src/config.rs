@@ -29,6 +29,8 @@ pub enum Command {
     ImportAssignments(ImportAssignmentsArgs),
     /// Compare the assignment query tables with objects_keywords and rebuild what differs.
     RepairViews(RepairArgs),
+    /// Remove originals (with chunks, derivatives and URLs) that no reference points to.
+    GcBinaries(GcArgs),
     /// Print a signed bearer token (HS256 with the configured secret).
     Token(TokenArgs),
     /// Print the GraphQL schema (SDL).
@@ -97,6 +99,107 @@ pub struct ServeArgs {
     pub auth: AuthArgs,
     #[command(flatten)]
     pub limits: Limits,
+    #[command(flatten)]
+    pub binaries: BinaryArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BinaryArgs {
+    /// Largest original (upload or download), in bytes.
+    #[arg(long, env = "KARTEI_MAX_UPLOAD_BYTES", default_value_t = 256 << 20)]
+    pub max_upload_bytes: u64,
+    /// Largest image to decode, in pixels (width × height): a decompression-bomb guard.
+    #[arg(long, env = "KARTEI_MAX_PIXELS", default_value_t = 100_000_000)]
+    pub max_pixels: u64,
+    /// JPEG quality of the scaled images, 1..=100.
+    #[arg(long, env = "KARTEI_JPEG_QUALITY", default_value_t = 85, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub jpeg_quality: u8,
+    /// Networks a download may reach although they are internal (CIDR, repeatable).
+    #[arg(
+        long = "fetch-allow",
+        env = "KARTEI_FETCH_ALLOW",
+        value_delimiter = ','
+    )]
+    pub fetch_allow: Vec<crate::binaries::fetch::Cidr>,
+    /// Connect timeout of a download, in seconds.
+    #[arg(long, env = "KARTEI_FETCH_CONNECT_TIMEOUT", default_value_t = 10)]
+    pub fetch_connect_timeout: u64,
+    /// Read timeout of a download (between two pieces of the body), in seconds.
+    #[arg(long, env = "KARTEI_FETCH_READ_TIMEOUT", default_value_t = 30)]
+    pub fetch_read_timeout: u64,
+    /// Redirects a download follows.
+    #[arg(long, env = "KARTEI_FETCH_MAX_REDIRECTS", default_value_t = 5)]
+    pub fetch_max_redirects: usize,
+    /// Download attempts before a temporary failure (5xx, timeout) becomes ERROR.
+    #[arg(long, env = "KARTEI_FETCH_ATTEMPTS", default_value_t = 5)]
+    pub fetch_attempts: i32,
+    /// Delay before the first retry, in seconds; it doubles with each attempt.
+    #[arg(long, env = "KARTEI_FETCH_RETRY_DELAY", default_value_t = 30)]
+    pub fetch_retry_delay: u64,
+    /// An unreferenced original is collected once untouched this long, in seconds.
+    #[arg(long, env = "KARTEI_GC_GRACE", default_value_t = 600)]
+    pub gc_grace: u64,
+}
+
+impl Default for BinaryArgs {
+    fn default() -> Self {
+        BinaryArgs {
+            max_upload_bytes: 256 << 20,
+            max_pixels: 100_000_000,
+            jpeg_quality: 85,
+            fetch_allow: Vec::new(),
+            fetch_connect_timeout: 10,
+            fetch_read_timeout: 30,
+            fetch_max_redirects: 5,
+            fetch_attempts: 5,
+            fetch_retry_delay: 30,
+            gc_grace: 600,
+        }
+    }
+}
+
+impl BinaryArgs {
+    /// The binaries service these settings describe.
+    pub fn service(
+        &self,
+        store: crate::store::DynStore,
+    ) -> anyhow::Result<crate::binaries::service::Binaries> {
+        use crate::binaries::fetch::{FetchLimits, FetchPolicy, Fetcher};
+        use std::time::Duration;
+        let fetcher = Fetcher::new(
+            FetchPolicy {
+                allow: self.fetch_allow.clone(),
+            },
+            FetchLimits {
+                max_bytes: self.max_upload_bytes,
+                connect_timeout: Duration::from_secs(self.fetch_connect_timeout),
+                read_timeout: Duration::from_secs(self.fetch_read_timeout),
+                max_redirects: self.fetch_max_redirects,
+            },
+        )?;
+        let config = crate::binaries::service::BinaryConfig {
+            max_bytes: self.max_upload_bytes,
+            imaging: crate::binaries::imaging::ImagingLimits {
+                max_pixels: self.max_pixels,
+                jpeg_quality: self.jpeg_quality,
+            },
+            max_attempts: self.fetch_attempts.max(1),
+            retry_base: Duration::from_secs(self.fetch_retry_delay),
+            gc_grace: Duration::from_secs(self.gc_grace),
+        };
+        Ok(crate::binaries::service::Binaries::new(
+            store, config, fetcher,
+        ))
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GcArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// An unreferenced original is collected once untouched this long, in seconds.
+    #[arg(long, env = "KARTEI_GC_GRACE", default_value_t = 600)]
+    pub gc_grace: u64,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -5,16 +5,18 @@ use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema};
 
 use crate::assignments::graphql::{AssignmentsMutation, AssignmentsQuery};
 use crate::assignments::service::Assignments;
+use crate::binaries::graphql::{BinariesMutation, BinariesQuery};
+use crate::binaries::service::Binaries;
 use crate::config::Limits;
 use crate::error::ApiError;
 use crate::themes::graphql::{ThemesMutation, ThemesQuery};
 use crate::themes::service::Themes;
 
 #[derive(MergedObject, Default)]
-pub struct Query(ThemesQuery, AssignmentsQuery);
+pub struct Query(ThemesQuery, AssignmentsQuery, BinariesQuery);
 
 #[derive(MergedObject, Default)]
-pub struct Mutation(ThemesMutation, AssignmentsMutation);
+pub struct Mutation(ThemesMutation, AssignmentsMutation, BinariesMutation);
 
 pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
 
@@ -26,6 +28,7 @@ pub const MAX_FIRST: i32 = 100;
 pub struct Services {
     pub themes: Themes,
     pub assignments: Assignments,
+    pub binaries: Binaries,
 }
 
 pub fn build(services: Option<Services>, limits: &Limits) -> KarteiSchema {
@@ -34,7 +37,7 @@ pub fn build(services: Option<Services>, limits: &Limits) -> KarteiSchema {
         .limit_complexity(limits.max_complexity)
         .limit_recursive_depth(64);
     if let Some(s) = services {
-        b = b.data(s.themes).data(s.assignments);
+        b = b.data(s.themes).data(s.assignments).data(s.binaries);
     }
     b.finish()
 }

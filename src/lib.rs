@@ -4,6 +4,7 @@
 
 pub mod assignments;
 pub mod auth;
+pub mod binaries;
 pub mod config;
 pub mod error;
 pub mod graphql;
@@ -17,6 +18,7 @@ pub mod themes;
 pub const CQL_FILES: &[(&str, &str)] = &[
     ("cql/themes.cql", include_str!("../cql/themes.cql")),
     ("cql/target.cql", include_str!("../cql/target.cql")),
+    ("cql/binaries.cql", include_str!("../cql/binaries.cql")),
 ];
 
 /// The demo vocabulary loaded by `serve --demo`.
@@ -44,5 +46,6 @@ pub fn tables() -> Vec<&'static store::Table> {
     let mut all = themes::model::TABLES.to_vec();
     all.extend(assignments::model::RELEASE_TABLES);
     all.extend(assignments::model::TARGET_TABLES);
+    all.extend(binaries::model::TABLES);
     all
 }

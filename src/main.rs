@@ -6,8 +6,8 @@ use clap::Parser;
 use kartei::assignments::{self, service::Assignments};
 use kartei::auth::Auth;
 use kartei::config::{
-    Cli, Command, ImportArgs, ImportAssignmentsArgs, RepairArgs, ServeArgs, StoreArgs, StoreConfig,
-    TokenArgs,
+    BinaryArgs, Cli, Command, GcArgs, ImportArgs, ImportAssignmentsArgs, RepairArgs, ServeArgs,
+    StoreArgs, StoreConfig, TokenArgs,
 };
 use kartei::store::{DynStore, cql::CqlStore};
 use kartei::themes::{import, service::Themes};
@@ -75,6 +75,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::ImportVocabulary(args) => import_vocabulary(args).await,
         Command::ImportAssignments(args) => import_assignments(args).await,
         Command::RepairViews(args) => repair_views(args).await,
+        Command::GcBinaries(args) => gc_binaries(args).await,
         Command::Token(args) => token(args),
         Command::Schema => {
             print!("{}", kartei::graphql::sdl());
@@ -112,7 +113,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let token = auth.mint("local-admin", &["admin".to_owned()], 30 * 24 * 3600)?;
         eprintln!("admin token for local use (30 days):\n  Authorization: Bearer {token}");
     }
-    let state = kartei::http::AppState::new(store, auth, args.limits.clone());
+    let binaries = args.binaries.service(store.clone())?;
+    binaries.spawn_worker(
+        std::time::Duration::from_secs(2),
+        std::time::Duration::from_secs(300),
+    );
+    let state = kartei::http::AppState::new(store, auth, args.limits.clone(), binaries);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| usage(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -218,6 +224,24 @@ async fn repair_views(args: RepairArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+async fn gc_binaries(args: GcArgs) -> anyhow::Result<ExitCode> {
+    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let binaries = BinaryArgs {
+        gc_grace: args.gc_grace,
+        ..Default::default()
+    }
+    .service(store)?;
+    let report = binaries
+        .collect_garbage()
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message()))?;
+    println!(
+        "{} originals checked, {} removed",
+        report.checked, report.removed
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn token(args: TokenArgs) -> anyhow::Result<ExitCode> {

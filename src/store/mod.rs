@@ -141,8 +141,26 @@ pub enum Value {
     BigInt(i64),
     Double(f64),
     Boolean(bool),
-    Blob(Vec<u8>),
+    Blob(#[serde(with = "blob_text")] Vec<u8>),
     TextList(Vec<String>),
+}
+
+/// Blobs serialise as base64 text (the embedded engine stores rows as JSON;
+/// a list of numbers would quadruple every chunk).
+mod blob_text {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 impl Value {

@@ -4,6 +4,7 @@
 mod support;
 
 mod assignments;
+mod binaries;
 mod cli;
 mod engine;
 mod http;

@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, LazyLock};
 
 use kartei::auth::Auth;
-use kartei::config::Limits;
+use kartei::config::{BinaryArgs, Limits};
 use kartei::store::cql::CqlStore;
 use kartei::store::embedded::EmbeddedStore;
 use kartei::store::{
@@ -134,9 +134,11 @@ pub async fn store(engine: Engine) -> TestStore {
 }
 
 pub struct TestServer {
+    _stop: tokio::sync::oneshot::Sender<()>,
     pub url: String,
     pub client: reqwest::Client,
     pub store: DynStore,
+    pub binaries: kartei::binaries::service::Binaries,
     auth: Auth,
     _store: TestStore,
 }
@@ -146,24 +148,72 @@ pub async fn server(engine: Engine) -> TestServer {
 }
 
 pub async fn server_with(engine: Engine, limits: Limits) -> TestServer {
+    server_full(engine, limits, test_binary_args(), false).await
+}
+
+/// A server whose binary worker runs (downloads, scaling).
+pub async fn binary_server(engine: Engine) -> TestServer {
+    server_full(engine, Limits::default(), test_binary_args(), true).await
+}
+
+/// Binary settings for tests: downloads may reach 127.0.0.2 (where the test
+/// image servers listen) and nothing else internal; failures retry at once;
+/// nothing is too young to collect.
+pub fn test_binary_args() -> BinaryArgs {
+    BinaryArgs {
+        max_upload_bytes: 8 << 20,
+        fetch_allow: vec!["127.0.0.2/32".parse().unwrap()],
+        fetch_attempts: 2,
+        fetch_retry_delay: 0,
+        fetch_connect_timeout: 2,
+        fetch_read_timeout: 2,
+        gc_grace: 0,
+        ..Default::default()
+    }
+}
+
+pub async fn server_full(
+    engine: Engine,
+    limits: Limits,
+    binary_args: BinaryArgs,
+    worker: bool,
+) -> TestServer {
     let ts = store(engine).await;
     // Its own count of round trips, whatever other tests do on a shared cluster store.
     let counted: DynStore = Arc::new(Counted::new(ts.store.clone()));
-    let state =
-        kartei::http::AppState::new(counted.clone(), Auth::hs256(SECRET.as_bytes()), limits);
+    let binaries = binary_args.service(counted.clone()).expect("binaries");
+    if worker {
+        binaries.spawn_worker(
+            std::time::Duration::from_millis(250),
+            std::time::Duration::from_secs(3600),
+        );
+    }
+    let state = kartei::http::AppState::new(
+        counted.clone(),
+        Auth::hs256(SECRET.as_bytes()),
+        limits,
+        binaries.clone(),
+    );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
+    // The server (and with it the binary worker) stops when the TestServer is dropped.
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         axum::serve(listener, kartei::http::router(state))
+            .with_graceful_shutdown(async move {
+                let _ = stopped.await;
+            })
             .await
             .expect("serve");
     });
     TestServer {
+        _stop: stop,
         url: format!("http://{addr}"),
         client: reqwest::Client::new(),
         store: counted,
+        binaries,
         auth: Auth::hs256(SECRET.as_bytes()),
         _store: ts,
     }

@@ -1,0 +1,414 @@
+//! Fetching originals from the web without becoming a proxy into our own
+//! network (SSRF). Every address a connection may use comes from our own
+//! resolver, which drops loopback, private, link-local, multicast and
+//! unspecified addresses unless an allow-listed CIDR covers them; IP-literal
+//! URLs (which skip the resolver) are checked directly, on the first request
+//! and on every redirect. No proxy from the environment is used, since a proxy
+//! would make the connection to an address we never checked.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::header::{HeaderMap, IF_MODIFIED_SINCE, IF_NONE_MATCH};
+
+/// An allow-listed network, `ADDR/PREFIX`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, p) = s.split_once('/').unwrap_or((s, ""));
+        let addr: IpAddr = a.parse().map_err(|_| format!("{s}: not an IP address"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = if p.is_empty() {
+            max
+        } else {
+            p.parse::<u8>()
+                .ok()
+                .filter(|p| *p <= max)
+                .ok_or_else(|| format!("{s}: prefix must be 0..={max}"))?
+        };
+        Ok(Cidr { addr, prefix })
+    }
+}
+
+impl Cidr {
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = canonical(ip);
+        match (self.addr, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => ip,
+        },
+        v4 => v4,
+    }
+}
+
+/// Addresses inside our own networks, which a fetch must never reach.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match canonical(ip) {
+        IpAddr::V4(a) => {
+            a.is_loopback()
+                || a.is_private()
+                || a.is_link_local()
+                || a.is_multicast()
+                || a.is_unspecified()
+                || a.is_broadcast()
+                || a.octets()[0] == 0
+                // Shared address space (carrier-grade NAT), 100.64.0.0/10.
+                || (a.octets()[0] == 100 && (a.octets()[1] & 0xC0) == 64)
+        }
+        IpAddr::V6(a) => {
+            a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                // Unique local fc00::/7 and link-local fe80::/10.
+                || (a.segments()[0] & 0xFE00) == 0xFC00
+                || (a.segments()[0] & 0xFFC0) == 0xFE80
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct FetchPolicy {
+    pub allow: Vec<Cidr>,
+}
+
+impl FetchPolicy {
+    pub fn permits(&self, ip: IpAddr) -> bool {
+        self.allow.iter().any(|c| c.contains(ip)) || !is_internal(ip)
+    }
+}
+
+struct CheckedResolver(Arc<FetchPolicy>);
+
+impl Resolve for CheckedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.0.clone();
+        Box::pin(async move {
+            let found: Vec<SocketAddr> =
+                tokio::net::lookup_host((name.as_str(), 0)).await?.collect();
+            let allowed: Vec<SocketAddr> = found
+                .iter()
+                .copied()
+                .filter(|a| policy.permits(a.ip()))
+                .collect();
+            if allowed.is_empty() {
+                let err: Box<dyn std::error::Error + Send + Sync> = format!(
+                    "{} resolves only to refused addresses ({})",
+                    name.as_str(),
+                    found
+                        .iter()
+                        .map(|a| a.ip().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+                .into();
+                return Err(err);
+            }
+            let addrs: Addrs = Box::new(allowed.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
+/// Why a fetch failed: permanently (4xx, refused, too large) or for now (5xx, timeout).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FetchError {
+    Permanent(String),
+    Temporary(String),
+}
+
+impl FetchError {
+    pub fn message(&self) -> &str {
+        match self {
+            FetchError::Permanent(m) | FetchError::Temporary(m) => m,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct FetchLimits {
+    pub max_bytes: u64,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub max_redirects: usize,
+}
+
+/// Validators from an earlier download, for a conditional re-check.
+#[derive(Clone, Debug, Default)]
+pub struct Validators {
+    pub e_tag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+pub enum Fetched {
+    /// 304: the content has not changed.
+    NotModified,
+    Body {
+        response: Box<reqwest::Response>,
+        mime: Option<String>,
+        validators: Validators,
+    },
+}
+
+#[derive(Clone)]
+pub struct Fetcher {
+    client: reqwest::Client,
+    policy: Arc<FetchPolicy>,
+    pub limits: FetchLimits,
+}
+
+/// Checks a URL before anything is fetched: http(s), a host, and, for an IP
+/// literal, a permitted address.
+pub fn check_url(policy: &FetchPolicy, url: &str) -> Result<reqwest::Url, String> {
+    if url.len() > 4096 {
+        return Err("the URL is longer than 4096 bytes".into());
+    }
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err("only http and https URLs can be fetched".into());
+    }
+    match parsed.host() {
+        None => return Err("the URL has no host".into()),
+        Some(url::Host::Ipv4(a)) if !policy.permits(IpAddr::V4(a)) => {
+            return Err(format!("{a} is an internal address"));
+        }
+        Some(url::Host::Ipv6(a)) if !policy.permits(IpAddr::V6(a)) => {
+            return Err(format!("{a} is an internal address"));
+        }
+        _ => {}
+    }
+    Ok(parsed)
+}
+
+/// Resolves the URL's host now: a host with only refused addresses can be
+/// refused at registration (it would fail later anyway). A host that does not
+/// resolve at all is left to the download, which may succeed later.
+pub async fn check_host_now(policy: &FetchPolicy, url: &reqwest::Url) -> Result<(), String> {
+    let Some(url::Host::Domain(host)) = url.host() else {
+        return Ok(());
+    };
+    let Ok(found) = tokio::net::lookup_host((host, 0)).await else {
+        return Ok(());
+    };
+    let found: Vec<IpAddr> = found.map(|a| a.ip()).collect();
+    if !found.is_empty() && found.iter().all(|ip| !policy.permits(*ip)) {
+        return Err(format!("{host} resolves only to internal addresses"));
+    }
+    Ok(())
+}
+
+impl Fetcher {
+    pub fn new(policy: FetchPolicy, limits: FetchLimits) -> anyhow::Result<Fetcher> {
+        let policy = Arc::new(policy);
+        let redirect_policy = {
+            let policy = policy.clone();
+            let max = limits.max_redirects;
+            reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() >= max {
+                    return attempt.error(format!("more than {max} redirects"));
+                }
+                match check_url(&policy, attempt.url().as_str()) {
+                    Ok(_) => attempt.follow(),
+                    Err(e) => attempt.error(format!("redirect refused: {e}")),
+                }
+            })
+        };
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .dns_resolver(Arc::new(CheckedResolver(policy.clone())))
+            .redirect(redirect_policy)
+            .connect_timeout(limits.connect_timeout)
+            .read_timeout(limits.read_timeout)
+            .user_agent(concat!("kartei/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(Fetcher {
+            client,
+            policy,
+            limits,
+        })
+    }
+
+    pub fn policy(&self) -> &FetchPolicy {
+        &self.policy
+    }
+
+    /// Starts a GET; the caller streams the body with [`next_chunk`].
+    pub async fn get(&self, url: &str, validators: &Validators) -> Result<Fetched, FetchError> {
+        let parsed = check_url(&self.policy, url).map_err(FetchError::Permanent)?;
+        let mut headers = HeaderMap::new();
+        if let Some(e) = validators.e_tag.as_deref().and_then(|v| v.parse().ok()) {
+            headers.insert(IF_NONE_MATCH, e);
+        }
+        if let Some(m) = validators
+            .last_modified
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+        {
+            headers.insert(IF_MODIFIED_SINCE, m);
+        }
+        let response = self
+            .client
+            .get(parsed)
+            .headers(headers)
+            .send()
+            .await
+            .map_err(classify)?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_MODIFIED {
+            return Ok(Fetched::NotModified);
+        }
+        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+            return Err(FetchError::Temporary(format!(
+                "the server answered {status}"
+            )));
+        }
+        if !status.is_success() {
+            return Err(FetchError::Permanent(format!(
+                "the server answered {status}"
+            )));
+        }
+        if let Some(len) = response.content_length()
+            && len > self.limits.max_bytes
+        {
+            return Err(FetchError::Permanent(format!(
+                "{len} bytes is more than the limit of {} bytes",
+                self.limits.max_bytes
+            )));
+        }
+        let header = |name: reqwest::header::HeaderName| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let mime = header(reqwest::header::CONTENT_TYPE)
+            .map(|m| m.split(';').next().unwrap_or_default().trim().to_owned());
+        let validators = Validators {
+            e_tag: header(reqwest::header::ETAG),
+            last_modified: header(reqwest::header::LAST_MODIFIED),
+        };
+        Ok(Fetched::Body {
+            response: Box::new(response),
+            mime,
+            validators,
+        })
+    }
+}
+
+/// The next piece of a response body.
+pub async fn next_chunk(
+    response: &mut reqwest::Response,
+) -> Result<Option<bytes::Bytes>, FetchError> {
+    response.chunk().await.map_err(classify)
+}
+
+fn classify(e: reqwest::Error) -> FetchError {
+    // The resolver's and the redirect policy's refusals are permanent.
+    let text = error_chain(&e);
+    if text.contains("refused addresses") || text.contains("redirect refused") {
+        return FetchError::Permanent(text);
+    }
+    if e.is_redirect() {
+        return FetchError::Permanent(text);
+    }
+    if e.is_timeout() || e.is_connect() || e.is_request() || e.is_body() {
+        return FetchError::Temporary(text);
+    }
+    FetchError::Permanent(text)
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_addresses_are_refused_unless_allowed() {
+        let p = FetchPolicy::default();
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "0.0.0.0",
+            "224.0.0.1",
+            "100.64.0.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!p.permits(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:2800:220:1::1"] {
+            assert!(p.permits(ip.parse().unwrap()), "{ip}");
+        }
+        let p = FetchPolicy {
+            allow: vec!["127.0.0.0/8".parse().unwrap()],
+        };
+        assert!(p.permits("127.0.0.1".parse().unwrap()));
+        assert!(!p.permits("10.0.0.1".parse().unwrap()));
+        assert!("10.0.0.0/33".parse::<Cidr>().is_err());
+        assert_eq!(
+            "::1".parse::<Cidr>().unwrap(),
+            Cidr {
+                addr: IpAddr::V6(std::net::Ipv6Addr::LOCALHOST),
+                prefix: 128
+            }
+        );
+    }
+
+    #[test]
+    fn urls_are_checked_before_fetching() {
+        let p = FetchPolicy::default();
+        assert!(check_url(&p, "ftp://example.org/x").is_err());
+        assert!(check_url(&p, "http://127.0.0.1:8080/x.jpg").is_err());
+        assert!(check_url(&p, "http://[::1]/x.jpg").is_err());
+        assert!(check_url(&p, "not a url").is_err());
+        assert!(check_url(&p, "https://example.org/x.jpg").is_ok());
+    }
+}

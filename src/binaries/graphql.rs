@@ -1,0 +1,267 @@
+//! GraphQL types and root fields of the binaries domain.
+
+use async_graphql::connection::{Connection, Edge};
+use async_graphql::{Context, ID, Object, Result, SimpleObject, Upload};
+
+use super::model::{BinaryStatus, DERIVATIVES, Original, Reference};
+use super::service::{Binaries, CHUNK, Registered};
+use crate::auth::{Principal, Role};
+use crate::error::ApiError;
+use crate::graphql::page_size;
+
+fn binaries<'a>(ctx: &Context<'a>) -> &'a Binaries {
+    ctx.data_unchecked::<Binaries>()
+}
+
+fn require_any(ctx: &Context<'_>, roles: &[Role]) -> Result<(), ApiError> {
+    ctx.data_unchecked::<Principal>().require_any(roles)?;
+    Ok(())
+}
+
+/// A stored derivative: the original scaled to fit a box, as JPEG.
+#[derive(SimpleObject)]
+pub struct Derivative {
+    /// The box, in the IIIF size syntax of the URL (`!800,600`).
+    size: String,
+    url: String,
+}
+
+#[derive(SimpleObject)]
+pub struct LogLine {
+    /// RFC 3339, UTC.
+    timestamp: String,
+    message: String,
+}
+
+/// A reference to a stored binary (an image), within a context.
+pub struct Binary {
+    reference: Reference,
+    original: Original,
+}
+
+#[Object]
+impl Binary {
+    async fn reference_id(&self) -> ID {
+        ID(self.reference.id.clone())
+    }
+    async fn context(&self) -> &str {
+        &self.reference.context
+    }
+    async fn original_id(&self) -> ID {
+        ID(self.original.id.clone())
+    }
+    async fn status(&self) -> BinaryStatus {
+        self.original.status.unwrap_or(BinaryStatus::Processing)
+    }
+    /// The MIME type sniffed from the bytes.
+    async fn mime(&self) -> Option<&str> {
+        self.original.mime.as_deref()
+    }
+    /// Bytes.
+    async fn size(&self) -> Option<f64> {
+        self.original.size.map(|s| s as f64)
+    }
+    /// SHA-256 of the bytes, hex.
+    async fn checksum(&self) -> Option<&str> {
+        self.original.checksum.as_deref()
+    }
+    async fn width(&self) -> Option<i32> {
+        self.original.width
+    }
+    async fn height(&self) -> Option<i32> {
+        self.original.height
+    }
+    /// When the reference was made (RFC 3339, UTC).
+    async fn created(&self) -> &str {
+        &self.reference.created
+    }
+    /// When the original was last fetched or checked.
+    async fn last_checked(&self) -> Option<&str> {
+        self.original.last_checked.as_deref()
+    }
+    /// The URL it was fetched from (none for uploads).
+    async fn url(&self) -> Option<&str> {
+        self.original.url.as_deref()
+    }
+    /// Why the last attempt failed (for ERROR and RETRY).
+    async fn error(&self) -> Option<&str> {
+        match self.original.status {
+            Some(BinaryStatus::Error | BinaryStatus::Retry) => self.original.error.as_deref(),
+            _ => None,
+        }
+    }
+    /// Where the original is served (relative to this server).
+    async fn original_url(&self) -> String {
+        format!("/binary/{}", self.reference.id)
+    }
+    /// The four stored sizes (served once the status is OK).
+    async fn derivatives(&self) -> Vec<Derivative> {
+        DERIVATIVES
+            .iter()
+            .map(|(w, h, _)| Derivative {
+                size: format!("!{w},{h}"),
+                url: format!("/binary/{}/full/!{w},{h}/default.jpg", self.reference.id),
+            })
+            .collect()
+    }
+    /// Every step and failure, oldest first.
+    async fn logs(&self, ctx: &Context<'_>) -> Result<Vec<LogLine>> {
+        Ok(binaries(ctx)
+            .logs(&self.reference.id)
+            .await?
+            .into_iter()
+            .map(|(t, m)| LogLine {
+                timestamp: t.split('#').next().unwrap_or_default().to_owned(),
+                message: m,
+            })
+            .collect())
+    }
+}
+
+async fn load(ctx: &Context<'_>, reference_id: &str) -> Result<Option<Binary>> {
+    Ok(binaries(ctx)
+        .resolve(reference_id)
+        .await?
+        .map(|(reference, original)| Binary {
+            reference,
+            original,
+        }))
+}
+
+async fn registered(ctx: &Context<'_>, r: Registered) -> Result<Binary> {
+    load(ctx, &r.reference_id)
+        .await?
+        .ok_or_else(|| ApiError::Unavailable.into())
+}
+
+#[derive(Default)]
+pub struct BinariesQuery;
+
+#[Object]
+impl BinariesQuery {
+    /// One binary by its reference id.
+    async fn binary(&self, ctx: &Context<'_>, reference_id: ID) -> Result<Option<Binary>> {
+        load(ctx, &reference_id).await
+    }
+
+    /// The binaries of a context, by reference id.
+    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    async fn binaries(
+        &self,
+        ctx: &Context<'_>,
+        context: String,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> Result<Connection<String, Binary>> {
+        let first = page_size(first)?;
+        let has_previous = after.is_some();
+        let page = binaries(ctx).context_page(&context, first, after).await?;
+        let refs: Vec<Reference> = page
+            .rows
+            .iter()
+            .map(|r| Reference {
+                id: r.string("reference_id"),
+                original_id: r.string("original_id"),
+                context: context.clone(),
+                created: String::new(),
+            })
+            .collect();
+        let ids: Vec<String> = refs.iter().map(|r| r.original_id.clone()).collect();
+        let originals = binaries(ctx).originals(&ids).await?;
+        let mut conn = Connection::new(has_previous, page.next.is_some());
+        for ((reference, original), cursor) in refs.into_iter().zip(originals).zip(page.cursors) {
+            if let Some(original) = original {
+                conn.edges.push(Edge::new(
+                    cursor,
+                    Binary {
+                        reference,
+                        original,
+                    },
+                ));
+            }
+        }
+        Ok(conn)
+    }
+}
+
+#[derive(Default)]
+pub struct BinariesMutation;
+
+#[Object]
+impl BinariesMutation {
+    /// Registers an image URL under a context (machine or admin). Answers at
+    /// once; the download runs in the background (status PROCESSING, then OK,
+    /// ERROR or RETRY). A URL registered before reuses its original.
+    async fn register_binary(
+        &self,
+        ctx: &Context<'_>,
+        url: String,
+        context: String,
+        mime: Option<String>,
+    ) -> Result<Binary> {
+        require_any(ctx, &[Role::Machine, Role::Admin])?;
+        let r = binaries(ctx).register_url(&url, &context, mime).await?;
+        registered(ctx, r).await
+    }
+
+    /// Uploads an image (GraphQL multipart request) under a context (machine or admin).
+    async fn upload_binary(
+        &self,
+        ctx: &Context<'_>,
+        file: Upload,
+        context: String,
+    ) -> Result<Binary> {
+        require_any(ctx, &[Role::Machine, Role::Admin])?;
+        let value = file
+            .value(ctx)
+            .map_err(|e| ApiError::bad_input(format!("no such upload: {e}")))?;
+        let stream = file_chunks(value.content);
+        let r = binaries(ctx).upload(&context, stream).await?;
+        registered(ctx, r).await
+    }
+
+    /// Deletes one reference and its logs (admin). The original goes once
+    /// nothing references it.
+    async fn delete_binary(&self, ctx: &Context<'_>, reference_id: ID) -> Result<ID> {
+        require_any(ctx, &[Role::Admin])?;
+        binaries(ctx).delete_reference(&reference_id).await?;
+        Ok(reference_id)
+    }
+
+    /// Deletes every reference of a context (admin); returns how many.
+    async fn delete_binaries(&self, ctx: &Context<'_>, context: String) -> Result<i32> {
+        require_any(ctx, &[Role::Admin])?;
+        let n = binaries(ctx).delete_context(&context).await?;
+        Ok(i32::try_from(n).unwrap_or(i32::MAX))
+    }
+}
+
+/// A spooled upload file as a stream of chunks of at most [`CHUNK`] bytes.
+fn file_chunks(
+    file: std::fs::File,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> {
+    futures::stream::unfold(Some(file), |state| async move {
+        let mut file = state?;
+        let read = tokio::task::spawn_blocking(move || {
+            use std::io::Read;
+            let mut buf = vec![0u8; CHUNK];
+            let mut filled = 0;
+            while filled < CHUNK {
+                match file.read(&mut buf[filled..]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) => return (Err(e), file),
+                }
+            }
+            buf.truncate(filled);
+            (Ok(buf), file)
+        })
+        .await;
+        match read {
+            Ok((Ok(buf), _)) if buf.is_empty() => None,
+            Ok((Ok(buf), file)) => Some((Ok(bytes::Bytes::from(buf)), Some(file))),
+            Ok((Err(e), _)) => Some((Err(e), None)),
+            Err(e) => Some((Err(std::io::Error::other(e)), None)),
+        }
+    })
+}

@@ -1,0 +1,378 @@
+//! The REST surface of seed 001: register by URL, upload, serve originals
+//! (streamed, with ETag, conditional GET and byte ranges) and the four scaled
+//! JPEGs, delete by reference or context, and the logs of a context.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Multipart, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt as _;
+use serde::Deserialize;
+
+use super::model::{BinaryStatus, DERIVATIVES, Original};
+use super::service::{Binaries, CHUNK};
+use crate::auth::Role;
+use crate::error::ApiError;
+use crate::http::AppState;
+
+/// A JSON error: `{"error": {"code", "message"}}` with the code's HTTP status,
+/// and `Retry-After` when the thing asked for is still being made.
+pub struct RestError {
+    error: ApiError,
+    retry_after: bool,
+}
+
+impl From<ApiError> for RestError {
+    fn from(error: ApiError) -> Self {
+        RestError {
+            error,
+            retry_after: false,
+        }
+    }
+}
+
+impl IntoResponse for RestError {
+    fn into_response(self) -> Response {
+        let e = self.error;
+        crate::metrics::graphql_error(e.code());
+        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut r = (
+            status,
+            Json(serde_json::json!({"error": {"code": e.code(), "message": e.message()}})),
+        )
+            .into_response();
+        if self.retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        r
+    }
+}
+
+type RestResult<T> = Result<T, RestError>;
+
+fn require(state: &AppState, headers: &HeaderMap, roles: &[Role]) -> Result<(), ApiError> {
+    let auth_header = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("invalid"));
+    state.auth.principal(auth_header)?.require_any(roles)?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterBody {
+    url: String,
+    context: String,
+    mime: Option<String>,
+}
+
+/// `PUT /binaries` (machine or admin): 202 with `{referenceId, originalId, status}`.
+pub async fn register(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Json<RegisterBody>, axum::extract::rejection::JsonRejection>,
+) -> RestResult<Response> {
+    require(&state, &headers, &[Role::Machine, Role::Admin])?;
+    let Json(body) = body.map_err(|e| ApiError::bad_input(e.body_text()))?;
+    let r = state
+        .binaries
+        .register_url(&body.url, &body.context, body.mime)
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(r)).into_response())
+}
+
+/// `POST /binaries/upload` (machine or admin), multipart with a `context` field
+/// and a `file` field; the file streams into storage.
+pub async fn upload(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
+) -> RestResult<Response> {
+    require(&state, &headers, &[Role::Machine, Role::Admin])?;
+    let mut multipart = multipart.map_err(|e| ApiError::bad_input(e.body_text()))?;
+    let mut context: Option<String> = None;
+    loop {
+        let field = multipart
+            .next_field()
+            .await
+            .map_err(|e| multipart_error(e, &state.binaries))?;
+        let Some(field) = field else {
+            return Err(ApiError::bad_input("the form has no `file` field").into());
+        };
+        match field.name() {
+            Some("context") => {
+                let text = field
+                    .text()
+                    .await
+                    .map_err(|e| multipart_error(e, &state.binaries))?;
+                context = Some(text);
+            }
+            Some("file") => {
+                let Some(context) = context.take() else {
+                    return Err(ApiError::bad_input(
+                        "send the `context` field before the `file` field",
+                    )
+                    .into());
+                };
+                let binaries = state.binaries.clone();
+                let stream = futures::stream::unfold(field, |mut f| async move {
+                    match f.chunk().await {
+                        Ok(Some(b)) => Some((Ok(b), f)),
+                        Ok(None) => None,
+                        Err(e) => Some((Err(e), f)),
+                    }
+                });
+                let r = binaries.upload(&context, stream).await?;
+                return Ok((StatusCode::CREATED, Json(r)).into_response());
+            }
+            _ => {}
+        }
+    }
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError, b: &Binaries) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::PayloadTooLarge(format!(
+            "the upload is larger than {} bytes",
+            b.config().max_bytes
+        ))
+    } else {
+        ApiError::bad_input(e.body_text())
+    }
+}
+
+/// 404 for an unknown reference; 404 with `Retry-After` while it is processing
+/// or waiting for a retry; 404 for one that failed (its logs say why).
+async fn servable(state: &AppState, reference: &str) -> RestResult<Original> {
+    let Some((_, o)) = state.binaries.resolve(reference).await? else {
+        return Err(ApiError::NotFound(format!("binary {reference}")).into());
+    };
+    match o.status {
+        Some(BinaryStatus::Ok) => Ok(o),
+        Some(BinaryStatus::Processing | BinaryStatus::Retry) => Err(RestError {
+            error: ApiError::NotFound(format!(
+                "binary {reference} (still processing; try again later)"
+            )),
+            retry_after: true,
+        }),
+        _ => Err(
+            ApiError::NotFound(format!("binary {reference} (it could not be processed)")).into(),
+        ),
+    }
+}
+
+fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+}
+
+/// A single `bytes=` range over `size` bytes: Ok(None) for no (or an
+/// unsupported multi-) range, Err for an unsatisfiable one.
+fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64, u64)>, ()> {
+    let Some(v) = headers.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
+        return Ok(None);
+    };
+    let Some(spec) = v.trim().strip_prefix("bytes=") else {
+        return Ok(None);
+    };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let (a, b) = spec.split_once('-').ok_or(())?;
+    let (start, end) = match (a.trim(), b.trim()) {
+        ("", suffix) => {
+            let n: u64 = suffix.parse().map_err(|_| ())?;
+            if n == 0 {
+                return Err(());
+            }
+            (size.saturating_sub(n), size - 1)
+        }
+        (s, "") => (s.parse().map_err(|_| ())?, size.saturating_sub(1)),
+        (s, e) => {
+            let s: u64 = s.parse().map_err(|_| ())?;
+            let e: u64 = e.parse().map_err(|_| ())?;
+            (s, e.min(size.saturating_sub(1)))
+        }
+    };
+    if size == 0 || start >= size || start > end {
+        return Err(());
+    }
+    Ok(Some((start, end)))
+}
+
+/// `GET /binary/{ref}`: the original, streamed chunk by chunk.
+pub async fn original(
+    State(state): State<Arc<AppState>>,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match serve_original(&state, &reference, &headers).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn serve_original(
+    state: &AppState,
+    reference: &str,
+    headers: &HeaderMap,
+) -> RestResult<Response> {
+    let o = servable(state, reference).await?;
+    let size = o.size.unwrap_or(0).max(0) as u64;
+    let etag = format!("\"{}\"", o.checksum.clone().unwrap_or_default());
+    let mime = o
+        .mime
+        .clone()
+        .unwrap_or_else(|| "application/octet-stream".into());
+    let mut h = HeaderMap::new();
+    h.insert(header::ETAG, header_value(&etag));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=86400"),
+    );
+    if etag_matches(headers, &etag) {
+        return Ok((StatusCode::NOT_MODIFIED, h).into_response());
+    }
+    let (status, start, end) = match parse_range(headers, size) {
+        Ok(None) => (StatusCode::OK, 0, size.saturating_sub(1)),
+        Ok(Some((s, e))) => {
+            h.insert(
+                header::CONTENT_RANGE,
+                header_value(&format!("bytes {s}-{e}/{size}")),
+            );
+            (StatusCode::PARTIAL_CONTENT, s, e)
+        }
+        Err(()) => {
+            h.insert(
+                header::CONTENT_RANGE,
+                header_value(&format!("bytes */{size}")),
+            );
+            return Ok((StatusCode::RANGE_NOT_SATISFIABLE, h).into_response());
+        }
+    };
+    let len = if size == 0 { 0 } else { end - start + 1 };
+    h.insert(header::CONTENT_TYPE, header_value(&mime));
+    h.insert(header::CONTENT_LENGTH, header_value(&len.to_string()));
+    let chunk = CHUNK as u64;
+    let first = (start / chunk) as i32;
+    let last = if len == 0 {
+        first - 1
+    } else {
+        (end / chunk) as i32
+    };
+    let binaries = state.binaries.clone();
+    let id = o.id.clone();
+    let body = futures::stream::iter(first..=last).then(move |p| {
+        let binaries = binaries.clone();
+        let id = id.clone();
+        async move {
+            let data = binaries
+                .part(&id, p)
+                .await
+                .map_err(|e| std::io::Error::other(e.message()))?;
+            let base = p as u64 * chunk;
+            let from = start.saturating_sub(base).min(data.len() as u64) as usize;
+            let to = ((end + 1).saturating_sub(base)).min(data.len() as u64) as usize;
+            Ok::<_, std::io::Error>(data.slice(from..to))
+        }
+    });
+    Ok((status, h, Body::from_stream(body)).into_response())
+}
+
+fn header_value(s: &str) -> HeaderValue {
+    HeaderValue::from_str(s).unwrap_or_else(|_| HeaderValue::from_static("invalid"))
+}
+
+/// `GET /binary/{ref}/full/{size}/default.jpg` with size `!800,600`,
+/// `!440,330`, `!140,105` or `!116,87`: a stored derivative.
+pub async fn scaled(
+    State(state): State<Arc<AppState>>,
+    Path((reference, size)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let run = async {
+        let table = DERIVATIVES
+            .iter()
+            .find(|(w, h, _)| size == format!("!{w},{h}"))
+            .map(|(_, _, t)| *t)
+            .ok_or_else(|| {
+                ApiError::NotFound(format!(
+                    "size {size} (stored sizes: !800,600, !440,330, !140,105, !116,87)"
+                ))
+            })?;
+        let o = servable(&state, &reference).await?;
+        let etag = format!(
+            "\"{}-{}\"",
+            o.checksum.clone().unwrap_or_default(),
+            size.trim_start_matches('!').replace(',', "x")
+        );
+        let mut h = HeaderMap::new();
+        h.insert(header::ETAG, header_value(&etag));
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=86400"),
+        );
+        if etag_matches(&headers, &etag) {
+            return Ok::<_, RestError>((StatusCode::NOT_MODIFIED, h).into_response());
+        }
+        let data = state
+            .binaries
+            .derivative(&o.id, table)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("derivative {size} of {reference}")))?;
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("image/jpeg"));
+        Ok((StatusCode::OK, h, data).into_response())
+    };
+    match run.await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `DELETE /binaries/reference/{ref}` (admin).
+pub async fn delete_reference(
+    State(state): State<Arc<AppState>>,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+) -> RestResult<Response> {
+    require(&state, &headers, &[Role::Admin])?;
+    state.binaries.delete_reference(&reference).await?;
+    Ok(Json(serde_json::json!({"deleted": 1})).into_response())
+}
+
+/// `DELETE /binaries/context/{context}` (admin).
+pub async fn delete_context(
+    State(state): State<Arc<AppState>>,
+    Path(context): Path<String>,
+    headers: HeaderMap,
+) -> RestResult<Response> {
+    require(&state, &headers, &[Role::Admin])?;
+    let n = state.binaries.delete_context(&context).await?;
+    Ok(Json(serde_json::json!({"deleted": n})).into_response())
+}
+
+/// `GET /binary/logs/{context}`: every log line of every reference of a context.
+pub async fn context_logs(
+    State(state): State<Arc<AppState>>,
+    Path(context): Path<String>,
+) -> RestResult<Response> {
+    let lines = state.binaries.context_logs(&context).await?;
+    let out: Vec<serde_json::Value> = lines
+        .into_iter()
+        .map(|(r, t, m)| {
+            serde_json::json!({
+                "referenceId": r,
+                "timestamp": t.split('#').next().unwrap_or_default(),
+                "message": m,
+            })
+        })
+        .collect();
+    Ok(Json(out).into_response())
+}

@@ -1,0 +1,10 @@
+//! The binaries domain (seed 001): originals fetched from URLs or uploaded,
+//! stored in chunks and deduplicated by content, four scaled JPEGs, references
+//! grouped by context, logs, and the collector of unreferenced originals.
+
+pub mod fetch;
+pub mod graphql;
+pub mod http;
+pub mod imaging;
+pub mod model;
+pub mod service;

@@ -1,0 +1,303 @@
+//! The binaries tables (seed 001 with DESIGN.md's changes, see cql/README.md):
+//! references grouped by context, originals (one per distinct URL or upload,
+//! deduplicated by content checksum), their chunks, the four scaled JPEGs,
+//! per-reference logs, and the work queue of originals still to process.
+
+use crate::store::ColumnType::{BigInt, Blob, Int, Text};
+use crate::store::{Keyspace, Order, Row, Table, col};
+
+pub static BINARY_REFS: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "binary_refs",
+    partition_key: &[col("reference_id", Text)],
+    clustering: &[],
+    columns: &[
+        col("original_id", Text),
+        col("context", Text),
+        col("created", Text),
+    ],
+};
+
+/// Query table (was the view binaryrefs_context): the references of a context.
+pub static BINARY_REFS_CONTEXT: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "binaryrefs_context",
+    partition_key: &[col("context", Text)],
+    clustering: &[(col("reference_id", Text), Order::Asc)],
+    columns: &[col("original_id", Text)],
+};
+
+/// Query table (was the view binaryrefs_original): who references an original.
+pub static BINARY_REFS_ORIGINAL: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "binaryrefs_original",
+    partition_key: &[col("original_id", Text)],
+    clustering: &[(col("reference_id", Text), Order::Asc)],
+    columns: &[col("context", Text)],
+};
+
+pub static ORIGINALS: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "originals",
+    partition_key: &[col("original_id", Text)],
+    clustering: &[],
+    columns: &[
+        col("last_modified", Text),
+        col("e_tag", Text),
+        col("mime", Text),
+        col("created", Text),
+        col("last_checked", Text),
+        col("checksum", Text),
+        col("status", Text),
+        // Not in the seed: what serving and processing need.
+        col("url", Text),
+        col("size", BigInt),
+        col("parts", Int),
+        col("width", Int),
+        col("height", Int),
+        col("attempts", Int),
+        col("next_attempt", Text),
+        col("error", Text),
+        col("touched", Text),
+    ],
+};
+
+pub static URLS: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "urls",
+    partition_key: &[col("url", Text)],
+    clustering: &[],
+    columns: &[col("original_id", Text)],
+};
+
+/// Query table (was the view urls_original).
+pub static URLS_ORIGINAL: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "urls_original",
+    partition_key: &[col("original_id", Text)],
+    clustering: &[(col("url", Text), Order::Asc)],
+    columns: &[],
+};
+
+/// One chunk (≤ 1 MiB) per partition: the seed's `(original_id, part)` key
+/// with both columns in the partition key, so no partition holds a whole file.
+pub static ORIGINALS_DATA: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "originals_data",
+    partition_key: &[col("original_id", Text), col("part", Int)],
+    clustering: &[],
+    columns: &[col("data", Blob)],
+};
+
+/// Content checksum (sha256, hex) -> the original holding those bytes.
+pub static ORIGINALS_CHECKSUM: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "originals_checksum",
+    partition_key: &[col("checksum", Text)],
+    clustering: &[],
+    columns: &[col("original_id", Text)],
+};
+
+pub static LOGS: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "logs",
+    partition_key: &[col("reference_id", Text)],
+    clustering: &[(col("timestamp", Text), Order::Asc)],
+    columns: &[col("message", Text)],
+};
+
+/// Originals waiting for work (download, derivatives, collection), bucketed by
+/// a hash of the id; every instance's worker reads it and claims with an LWT.
+pub static PENDING_ORIGINALS: Table = Table {
+    keyspace: Keyspace::Binaries,
+    name: "pending_originals",
+    partition_key: &[col("bucket", Int)],
+    clustering: &[(col("original_id", Text), Order::Asc)],
+    columns: &[col("due", Text)],
+};
+
+macro_rules! scaled {
+    ($name:ident, $table:literal) => {
+        pub static $name: Table = Table {
+            keyspace: Keyspace::Binaries,
+            name: $table,
+            partition_key: &[col("original_id", Text)],
+            clustering: &[],
+            columns: &[col("data", Blob)],
+        };
+    };
+}
+scaled!(SCALED_800X600, "scaled_800x600");
+scaled!(SCALED_440X330, "scaled_440x330");
+scaled!(SCALED_140X105, "scaled_140x105");
+scaled!(SCALED_116X87, "scaled_116x87");
+
+/// The derivative boxes of seed 001, largest first, with their tables.
+pub static DERIVATIVES: [(u32, u32, &Table); 4] = [
+    (800, 600, &SCALED_800X600),
+    (440, 330, &SCALED_440X330),
+    (140, 105, &SCALED_140X105),
+    (116, 87, &SCALED_116X87),
+];
+
+pub static TABLES: &[&Table] = &[
+    &BINARY_REFS,
+    &BINARY_REFS_CONTEXT,
+    &BINARY_REFS_ORIGINAL,
+    &ORIGINALS,
+    &URLS,
+    &URLS_ORIGINAL,
+    &ORIGINALS_DATA,
+    &ORIGINALS_CHECKSUM,
+    &LOGS,
+    &PENDING_ORIGINALS,
+    &SCALED_800X600,
+    &SCALED_440X330,
+    &SCALED_140X105,
+    &SCALED_116X87,
+];
+
+/// Where an original is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, async_graphql::Enum)]
+pub enum BinaryStatus {
+    /// Being downloaded, received or scaled.
+    Processing,
+    Ok,
+    /// Permanently failed (4xx, not an image, too large, corrupt).
+    Error,
+    /// Failed for now (5xx, timeout); tried again later.
+    Retry,
+    /// Nobody references it; the collector is removing it.
+    Deleting,
+}
+
+impl BinaryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BinaryStatus::Processing => "PROCESSING",
+            BinaryStatus::Ok => "OK",
+            BinaryStatus::Error => "ERROR",
+            BinaryStatus::Retry => "RETRY",
+            BinaryStatus::Deleting => "DELETING",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            BinaryStatus::Processing,
+            BinaryStatus::Ok,
+            BinaryStatus::Error,
+            BinaryStatus::Retry,
+            BinaryStatus::Deleting,
+        ]
+        .into_iter()
+        .find(|x| x.as_str() == s)
+    }
+}
+
+/// An original as stored.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Original {
+    pub id: String,
+    pub status: Option<BinaryStatus>,
+    pub url: Option<String>,
+    pub mime: Option<String>,
+    pub size: Option<i64>,
+    pub parts: Option<i32>,
+    pub checksum: Option<String>,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+    pub created: Option<String>,
+    pub last_checked: Option<String>,
+    pub last_modified: Option<String>,
+    pub e_tag: Option<String>,
+    pub attempts: i32,
+    pub next_attempt: Option<String>,
+    pub error: Option<String>,
+    pub touched: Option<String>,
+}
+
+impl Original {
+    pub fn from_row(r: &Row) -> Original {
+        let t = |c: &str| r.text(c).map(str::to_owned);
+        Original {
+            id: r.string("original_id"),
+            status: r.text("status").and_then(BinaryStatus::parse),
+            url: t("url"),
+            mime: t("mime"),
+            size: r.bigint("size"),
+            parts: r.int("parts"),
+            checksum: t("checksum"),
+            width: r.int("width"),
+            height: r.int("height"),
+            created: t("created"),
+            last_checked: t("last_checked"),
+            last_modified: t("last_modified"),
+            e_tag: t("e_tag"),
+            attempts: r.int("attempts").unwrap_or(0),
+            next_attempt: t("next_attempt"),
+            error: t("error"),
+            touched: t("touched"),
+        }
+    }
+
+    pub fn to_row(&self) -> Row {
+        Row::new(&ORIGINALS)
+            .set("original_id", &self.id)
+            .set_opt("status", self.status.map(|s| s.as_str()))
+            .set_opt("url", self.url.clone())
+            .set_opt("mime", self.mime.clone())
+            .set_opt("size", self.size)
+            .set_opt("parts", self.parts)
+            .set_opt("checksum", self.checksum.clone())
+            .set_opt("width", self.width)
+            .set_opt("height", self.height)
+            .set_opt("created", self.created.clone())
+            .set_opt("last_checked", self.last_checked.clone())
+            .set_opt("last_modified", self.last_modified.clone())
+            .set_opt("e_tag", self.e_tag.clone())
+            .set("attempts", self.attempts)
+            .set_opt("next_attempt", self.next_attempt.clone())
+            .set_opt("error", self.error.clone())
+            .set_opt("touched", self.touched.clone())
+    }
+}
+
+/// A reference as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reference {
+    pub id: String,
+    pub original_id: String,
+    pub context: String,
+    pub created: String,
+}
+
+impl Reference {
+    pub fn from_row(r: &Row) -> Reference {
+        Reference {
+            id: r.string("reference_id"),
+            original_id: r.string("original_id"),
+            context: r.string("context"),
+            created: r.string("created"),
+        }
+    }
+
+    /// The reference's base row and its two query rows.
+    pub fn rows(&self) -> [Row; 3] {
+        [
+            Row::new(&BINARY_REFS)
+                .set("reference_id", &self.id)
+                .set("original_id", &self.original_id)
+                .set("context", &self.context)
+                .set("created", &self.created),
+            Row::new(&BINARY_REFS_CONTEXT)
+                .set("context", &self.context)
+                .set("reference_id", &self.id)
+                .set("original_id", &self.original_id),
+            Row::new(&BINARY_REFS_ORIGINAL)
+                .set("original_id", &self.original_id)
+                .set("reference_id", &self.id)
+                .set("context", &self.context),
+        ]
+    }
+}

@@ -1,0 +1,632 @@
+//! The binaries domain over real HTTP, on both engines: a local image server
+//! on 127.0.0.2 (the only internal address downloads may reach in tests),
+//! registrations, uploads, serving, derivatives, bad input, deletion and
+//! the collector.
+
+use std::io::Cursor;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::Redirect;
+use axum::routing::get as route_get;
+use serde_json::{Value, json};
+
+use crate::both_engines;
+use crate::support::{Engine, TestServer, binary_server as server, code, uid};
+
+/// A JPEG of `w`×`h` with a gradient (so it compresses like a photo, not a blank).
+pub fn jpeg(w: u32, h: u32) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(w, h, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, ((x + y) % 256) as u8])
+    });
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgb8(img)
+        .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Jpeg)
+        .unwrap();
+    out
+}
+
+fn png(w: u32, h: u32) -> Vec<u8> {
+    let img = image::RgbaImage::from_fn(w, h, |x, _| image::Rgba([200, 10, 10, (x % 256) as u8]));
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgba8(img)
+        .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Png)
+        .unwrap();
+    out
+}
+
+/// A PNG whose header claims 60000×60000 pixels.
+fn bomb() -> Vec<u8> {
+    let mut p = png(8, 8);
+    p[16..20].copy_from_slice(&60_000u32.to_be_bytes());
+    p[20..24].copy_from_slice(&60_000u32.to_be_bytes());
+    p
+}
+
+struct Origin {
+    base: String,
+    hits: Arc<AtomicUsize>,
+}
+
+#[derive(Clone)]
+struct OriginState {
+    hits: Arc<AtomicUsize>,
+    landscape: Arc<Vec<u8>>,
+    port: u16,
+}
+
+async fn origin() -> Origin {
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = OriginState {
+        hits: Arc::new(AtomicUsize::new(0)),
+        landscape: Arc::new(jpeg(1600, 1200)),
+        port,
+    };
+    let hits = state.hits.clone();
+    let app = axum::Router::new()
+        .route(
+            "/landscape.jpg",
+            route_get(|State(s): State<OriginState>| async move {
+                s.hits.fetch_add(1, Ordering::SeqCst);
+                ([(header::CONTENT_TYPE, "image/jpeg")], s.landscape.to_vec())
+            }),
+        )
+        .route(
+            "/copy-of-landscape.jpg",
+            route_get(|State(s): State<OriginState>| async move {
+                ([(header::CONTENT_TYPE, "image/jpeg")], s.landscape.to_vec())
+            }),
+        )
+        .route(
+            "/portrait.png",
+            route_get(|| async { ([(header::CONTENT_TYPE, "image/png")], png(300, 900)) }),
+        )
+        .route(
+            "/missing.jpg",
+            route_get(|| async { StatusCode::NOT_FOUND }),
+        )
+        .route(
+            "/flaky.jpg",
+            route_get(|| async { StatusCode::SERVICE_UNAVAILABLE }),
+        )
+        .route(
+            "/text.jpg",
+            route_get(|| async { "<html>not an image</html>" }),
+        )
+        .route("/bomb.png", route_get(|| async { bomb() }))
+        .route("/huge.jpg", route_get(|| async { vec![0xFFu8; 9 << 20] }))
+        .route(
+            "/to-private",
+            route_get(|| async { Redirect::temporary("http://10.255.255.1/x.jpg") }),
+        )
+        .route(
+            "/to-localhost",
+            route_get(|State(s): State<OriginState>| async move {
+                Redirect::temporary(&format!("http://localhost:{}/landscape.jpg", s.port))
+            }),
+        )
+        .route(
+            "/to-landscape",
+            route_get(|| async { Redirect::temporary("/landscape.jpg") }),
+        )
+        .with_state(state);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Origin {
+        base: format!("http://127.0.0.2:{port}"),
+        hits,
+    }
+}
+
+async fn register(srv: &TestServer, url: &str, context: &str) -> (StatusCode, Value) {
+    let r = srv
+        .client
+        .put(format!("{}/binaries", srv.url))
+        .bearer_auth(srv.token(&["machine"]))
+        .json(&json!({"url": url, "context": context}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap())
+}
+
+const BINARY: &str = "query($r: ID!) { binary(referenceId: $r) { referenceId originalId context status mime size checksum width height url error logs { message } derivatives { size url } } }";
+
+/// Polls until the binary leaves PROCESSING/RETRY.
+async fn settled(srv: &TestServer, reference: &str) -> Value {
+    for _ in 0..300 {
+        let d = srv.data(BINARY, json!({"r": reference}), None).await;
+        let b = d["binary"].clone();
+        if b["status"] != "PROCESSING" && b["status"] != "RETRY" {
+            return b;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{reference} never settled");
+}
+
+async fn get(srv: &TestServer, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut req = srv.client.get(format!("{}{path}", srv.url));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    req.send().await.unwrap()
+}
+
+fn multipart(context: &str, file: &[u8]) -> (String, Vec<u8>) {
+    let boundary = format!("kartei-{}", uid());
+    let mut body = Vec::new();
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"context\"\r\n\r\n{context}\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(
+        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"x.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+async fn upload(srv: &TestServer, context: &str, file: &[u8]) -> (StatusCode, Value) {
+    let (ct, body) = multipart(context, file);
+    let r = srv
+        .client
+        .post(format!("{}/binaries/upload", srv.url))
+        .bearer_auth(srv.token(&["machine"]))
+        .header(header::CONTENT_TYPE, ct)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn graphql_upload(srv: &TestServer, context: &str, file: &[u8]) -> Value {
+    let boundary = format!("kartei-{}", uid());
+    let operations = json!({
+        "query": "mutation($f: Upload!, $c: String!) { uploadBinary(file: $f, context: $c) { referenceId originalId status } }",
+        "variables": {"f": null, "c": context},
+    });
+    let mut body = Vec::new();
+    for (name, value) in [
+        ("operations", operations.to_string()),
+        ("map", json!({"0": ["variables.f"]}).to_string()),
+    ] {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"0\"; filename=\"a.png\"\r\nContent-Type: image/png\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    srv.client
+        .post(format!("{}/graphql", srv.url))
+        .bearer_auth(srv.token(&["machine"]))
+        .header(
+            header::CONTENT_TYPE,
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn dims(bytes: &[u8]) -> (u32, u32) {
+    let img = image::load_from_memory(bytes).unwrap();
+    (img.width(), img.height())
+}
+
+async fn a_registered_url_is_fetched_scaled_and_served(engine: Engine) {
+    let srv = server(engine).await;
+    let o = origin().await;
+    let context = format!("ctx-{}", uid());
+    let url = format!("{}/landscape.jpg", o.base);
+    let (status, r) = register(&srv, &url, &context).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{r}");
+    let reference = r["referenceId"].as_str().unwrap().to_owned();
+    assert!(reference.len() >= 16 && reference.chars().all(|c| c.is_ascii_alphanumeric()));
+    let b = settled(&srv, &reference).await;
+    assert_eq!(b["status"], "OK", "{b}");
+    assert_eq!(
+        (b["width"].clone(), b["height"].clone()),
+        (json!(1600), json!(1200))
+    );
+    assert_eq!(b["mime"], "image/jpeg");
+    assert!(b["logs"].as_array().unwrap().len() >= 3, "{b}");
+
+    let served = get(&srv, &format!("/binary/{reference}"), &[]).await;
+    assert_eq!(served.status(), StatusCode::OK);
+    assert_eq!(served.headers()[header::CONTENT_TYPE], "image/jpeg");
+    let etag = served.headers()[header::ETAG].to_str().unwrap().to_owned();
+    let bytes = served.bytes().await.unwrap();
+    assert_eq!(&bytes[..], &jpeg(1600, 1200)[..], "the bytes are identical");
+
+    let again = get(
+        &srv,
+        &format!("/binary/{reference}"),
+        &[("if-none-match", &etag)],
+    )
+    .await;
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    let part = get(
+        &srv,
+        &format!("/binary/{reference}"),
+        &[("range", "bytes=100-199")],
+    )
+    .await;
+    assert_eq!(part.status(), StatusCode::PARTIAL_CONTENT);
+    assert_eq!(
+        part.headers()[header::CONTENT_RANGE],
+        format!("bytes 100-199/{}", bytes.len())
+    );
+    assert_eq!(&part.bytes().await.unwrap()[..], &bytes[100..200]);
+    let tail = get(
+        &srv,
+        &format!("/binary/{reference}"),
+        &[("range", "bytes=-7")],
+    )
+    .await;
+    assert_eq!(&tail.bytes().await.unwrap()[..], &bytes[bytes.len() - 7..]);
+    let outside = get(
+        &srv,
+        &format!("/binary/{reference}"),
+        &[("range", "bytes=99999999-")],
+    )
+    .await;
+    assert_eq!(outside.status(), StatusCode::RANGE_NOT_SATISFIABLE);
+
+    for (size, want) in [
+        ("!800,600", (800, 600)),
+        ("!440,330", (440, 330)),
+        ("!140,105", (140, 105)),
+        ("!116,87", (116, 87)),
+    ] {
+        let r = get(
+            &srv,
+            &format!("/binary/{reference}/full/{size}/default.jpg"),
+            &[],
+        )
+        .await;
+        assert_eq!(r.status(), StatusCode::OK, "{size}");
+        assert_eq!(r.headers()[header::CONTENT_TYPE], "image/jpeg");
+        assert_eq!(dims(&r.bytes().await.unwrap()), want, "{size}");
+    }
+    let r = get(
+        &srv,
+        &format!("/binary/{reference}/full/!10,10/default.jpg"),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = get(&srv, "/binary/NoSuchReference0", &[]).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
+    // The same URL again: the same original, no second download.
+    let hits = o.hits.load(Ordering::SeqCst);
+    let (_, again) = register(&srv, &url, &context).await;
+    assert_eq!(again["originalId"], r_original(&b));
+    assert_eq!(again["status"], "OK");
+    assert_eq!(o.hits.load(Ordering::SeqCst), hits, "no second download");
+    // Identical bytes from another URL end in the same original.
+    let (_, copy) = register(&srv, &format!("{}/copy-of-landscape.jpg", o.base), &context).await;
+    let copy_ref = copy["referenceId"].as_str().unwrap().to_owned();
+    let mut same = false;
+    for _ in 0..200 {
+        let d = srv.data(BINARY, json!({"r": copy_ref}), None).await;
+        if d["binary"]["originalId"] == r_original(&b) && d["binary"]["status"] == "OK" {
+            same = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(same, "identical content is stored once");
+    // A redirect to an allowed address is followed.
+    let (_, redirected) = register(&srv, &format!("{}/to-landscape", o.base), &context).await;
+    let b = settled(&srv, redirected["referenceId"].as_str().unwrap()).await;
+    assert_eq!(b["status"], "OK", "{b}");
+    // Portrait PNG with alpha: fitted by height, never upscaled for the small ones.
+    let (_, p) = register(&srv, &format!("{}/portrait.png", o.base), &context).await;
+    let pref = p["referenceId"].as_str().unwrap().to_owned();
+    assert_eq!(settled(&srv, &pref).await["status"], "OK");
+    let r = get(
+        &srv,
+        &format!("/binary/{pref}/full/!800,600/default.jpg"),
+        &[],
+    )
+    .await;
+    assert_eq!(dims(&r.bytes().await.unwrap()), (200, 600));
+    let r = get(
+        &srv,
+        &format!("/binary/{pref}/full/!140,105/default.jpg"),
+        &[],
+    )
+    .await;
+    assert_eq!(dims(&r.bytes().await.unwrap()), (35, 105));
+}
+
+fn r_original(b: &Value) -> Value {
+    b["originalId"].clone()
+}
+
+async fn uploads_stream_into_storage_and_deduplicate(engine: Engine) {
+    let srv = server(engine).await;
+    let context = format!("up-{}", uid());
+    // 2.5 MiB: three chunks.
+    let big = jpeg(2400, 1800);
+    let mut file = big.clone();
+    file.resize(file.len().max(5 << 19), 0);
+    let (status, r) = upload(&srv, &context, &file).await;
+    assert_eq!(status, StatusCode::CREATED, "{r}");
+    let reference = r["referenceId"].as_str().unwrap().to_owned();
+    let b = settled(&srv, &reference).await;
+    assert_eq!(b["status"], "OK", "{b}");
+    assert_eq!(b["size"], json!(file.len() as f64));
+    let served = get(&srv, &format!("/binary/{reference}"), &[]).await;
+    assert_eq!(served.bytes().await.unwrap().len(), file.len());
+    let mid = get(
+        &srv,
+        &format!("/binary/{reference}"),
+        &[("range", "bytes=1048570-1048585")],
+    )
+    .await;
+    assert_eq!(
+        &mid.bytes().await.unwrap()[..],
+        &file[1_048_570..1_048_586],
+        "a range across chunks"
+    );
+
+    // The same bytes again: the same original.
+    let (_, again) = upload(&srv, &context, &file).await;
+    assert_eq!(again["originalId"], b["originalId"]);
+
+    // Through GraphQL's multipart request.
+    let g = graphql_upload(&srv, &context, &png(64, 48)).await;
+    let gref = g["data"]["uploadBinary"]["referenceId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{g}"))
+        .to_owned();
+    let b = settled(&srv, &gref).await;
+    assert_eq!(
+        (b["status"].clone(), b["width"].clone()),
+        (json!("OK"), json!(64))
+    );
+    let listed = srv
+        .data(
+            "query($c: String!) { binaries(context: $c, first: 10) { edges { node { referenceId status } } } }",
+            json!({"c": context}),
+            None,
+        )
+        .await;
+    assert_eq!(listed["binaries"]["edges"].as_array().unwrap().len(), 3);
+}
+
+async fn bad_binaries_end_in_clear_errors(engine: Engine) {
+    let srv = server(engine).await;
+    let o = origin().await;
+    let context = format!("bad-{}", uid());
+    // Refused at once.
+    let (status, body) = upload(&srv, &context, b"just some text").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = upload(&srv, &context, &vec![0xFF; 9 << 20]).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    for url in [
+        "http://10.1.2.3/x.jpg".to_owned(),
+        "http://169.254.169.254/latest/meta-data".to_owned(),
+        "http://[::1]/x.jpg".to_owned(),
+        format!(
+            "http://localhost:{}/landscape.jpg",
+            o.base.rsplit(':').next().unwrap()
+        ),
+        "ftp://example.org/x.jpg".to_owned(),
+        "not a url".to_owned(),
+    ] {
+        let (status, body) = register(&srv, &url, &context).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{url}: {body}");
+        assert_eq!(body["error"]["code"], "BAD_USER_INPUT");
+    }
+    let r = srv
+        .client
+        .put(format!("{}/binaries", srv.url))
+        .json(&json!({"url": format!("{}/landscape.jpg", o.base), "context": context}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let r = srv
+        .client
+        .put(format!("{}/binaries", srv.url))
+        .bearer_auth(srv.token(&["editor"]))
+        .json(&json!({"url": format!("{}/landscape.jpg", o.base), "context": context}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    // Accepted, then ERROR with a log line saying why.
+    // A JPEG signature followed by noise.
+    let mut corrupt = vec![0xFF, 0xD8, 0xFF, 0xDB];
+    corrupt.extend((0u32..5000).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+    let truncated = jpeg(640, 480)[..2000].to_vec();
+    let mut cases: Vec<(String, &str)> = Vec::new();
+    for (bytes, why) in [
+        (corrupt, "corrupt"),
+        (truncated, "truncated"),
+        (bomb(), "bomb"),
+    ] {
+        let (status, r) = upload(&srv, &context, &bytes).await;
+        assert_eq!(status, StatusCode::CREATED, "{why}: {r}");
+        cases.push((r["referenceId"].as_str().unwrap().to_owned(), why));
+    }
+    for (path, why) in [
+        ("/missing.jpg", "404"),
+        ("/flaky.jpg", "503"),
+        ("/text.jpg", "not an image"),
+        ("/bomb.png", "bomb"),
+        ("/huge.jpg", "too large"),
+        ("/to-private", "redirect to a private address"),
+        ("/to-localhost", "redirect to a refused host"),
+    ] {
+        let (status, r) = register(&srv, &format!("{}{path}", o.base), &context).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{why}: {r}");
+        cases.push((r["referenceId"].as_str().unwrap().to_owned(), why));
+    }
+    for (reference, why) in &cases {
+        let b = settled(&srv, reference).await;
+        assert_eq!(b["status"], "ERROR", "{why}: {b}");
+        assert!(
+            b["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{why}: {b}"
+        );
+        let logs = b["logs"].to_string();
+        assert!(logs.contains("ERROR"), "{why}: {logs}");
+        let r = get(&srv, &format!("/binary/{reference}"), &[]).await;
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{why}");
+    }
+    // The flaky one was retried before giving up.
+    let flaky = &cases.iter().find(|c| c.1 == "503").unwrap().0;
+    let logs = settled(&srv, flaky).await["logs"].to_string();
+    assert!(logs.contains("RETRY"), "{logs}");
+    // The server is still fine.
+    assert_eq!(get(&srv, "/healthz", &[]).await.status(), StatusCode::OK);
+}
+
+async fn deleting_references_and_collecting_originals(engine: Engine) {
+    let srv = server(engine).await;
+    let context = format!("del-{}", uid());
+    let other = format!("keep-{}", uid());
+    let (_, a) = upload(&srv, &context, &jpeg(320, 240)).await;
+    let (_, b) = upload(&srv, &context, &jpeg(330, 240)).await;
+    let (_, kept) = upload(&srv, &other, &jpeg(340, 240)).await;
+    for r in [&a, &b, &kept] {
+        settled(&srv, r["referenceId"].as_str().unwrap()).await;
+    }
+    let logs: Value = get(&srv, &format!("/binary/logs/{context}"), &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(logs.as_array().unwrap().len() >= 4, "{logs}");
+    let admin = srv.admin();
+    let r = srv
+        .client
+        .delete(format!("{}/binaries/context/{context}", srv.url))
+        .bearer_auth(srv.token(&["machine"]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let r: Value = srv
+        .client
+        .delete(format!("{}/binaries/context/{context}", srv.url))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["deleted"], 2);
+    let logs: Value = get(&srv, &format!("/binary/logs/{context}"), &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(logs, json!([]));
+    let gone = a["referenceId"].as_str().unwrap();
+    assert_eq!(
+        get(&srv, &format!("/binary/{gone}"), &[]).await.status(),
+        StatusCode::NOT_FOUND
+    );
+    let report = srv.binaries.collect_garbage().await.unwrap();
+    assert!(report.removed >= 2, "{report:?}");
+    for r in [&a, &b] {
+        let id = r["originalId"].as_str().unwrap();
+        assert!(srv.binaries.original(id).await.unwrap().is_none());
+        assert!(srv.binaries.part(id, 0).await.is_err(), "chunks are gone");
+    }
+    let k = kept["referenceId"].as_str().unwrap();
+    assert_eq!(
+        get(&srv, &format!("/binary/{k}"), &[]).await.status(),
+        StatusCode::OK
+    );
+    let d = srv
+        .data(
+            "mutation($r: ID!) { deleteBinary(referenceId: $r) }",
+            json!({"r": k}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(d["deleteBinary"], json!(k));
+    let r = srv
+        .gql(
+            "mutation($r: ID!) { deleteBinary(referenceId: $r) }",
+            json!({"r": k}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&r), "NOT_FOUND");
+}
+
+/// Registrations of one URL racing the collector: every reference that was
+/// answered must end on an original that exists and serves.
+async fn the_collector_never_takes_a_referenced_original(engine: Engine) {
+    let srv = server(engine).await;
+    let o = origin().await;
+    let url = format!("{}/landscape.jpg", o.base);
+    let mut answered = Vec::new();
+    for round in 0..6 {
+        let context = format!("race-{round}-{}", uid());
+        let (_, first) = register(&srv, &url, &context).await;
+        settled(&srv, first["referenceId"].as_str().unwrap()).await;
+        // Drop every reference, then register again while collecting.
+        srv.binaries.delete_context(&context).await.unwrap();
+        let collector = {
+            let b = srv.binaries.clone();
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    b.collect_garbage().await.unwrap();
+                }
+            })
+        };
+        let registrations =
+            futures::future::join_all((0..4).map(|_| register(&srv, &url, &context))).await;
+        collector.await.unwrap();
+        for (status, r) in registrations {
+            assert_eq!(status, StatusCode::ACCEPTED, "{r}");
+            answered.push(r["referenceId"].as_str().unwrap().to_owned());
+        }
+    }
+    srv.binaries.collect_garbage().await.unwrap();
+    for reference in &answered {
+        let b = settled(&srv, reference).await;
+        assert_eq!(b["status"], "OK", "{b}");
+        let r = get(&srv, &format!("/binary/{reference}"), &[]).await;
+        assert_eq!(r.status(), StatusCode::OK, "{reference}");
+        assert_eq!(r.bytes().await.unwrap().len(), jpeg(1600, 1200).len());
+    }
+}
+
+both_engines!(
+    a_registered_url_is_fetched_scaled_and_served,
+    uploads_stream_into_storage_and_deduplicate,
+    bad_binaries_end_in_clear_errors,
+    deleting_references_and_collecting_originals,
+    the_collector_never_takes_a_referenced_original,
+);
