@@ -139,6 +139,12 @@ pub struct BinaryArgs {
     /// An unreferenced original is collected once untouched this long, in seconds.
     #[arg(long, env = "KARTEI_GC_GRACE", default_value_t = 600)]
     pub gc_grace: u64,
+    /// The public base URL of this server (IIIF ids are absolute); default: from the Host header.
+    #[arg(long, env = "KARTEI_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Bytes of computed IIIF images kept in memory.
+    #[arg(long, env = "KARTEI_IIIF_CACHE_BYTES", default_value_t = 64 << 20)]
+    pub iiif_cache_bytes: usize,
 }
 
 impl Default for BinaryArgs {
@@ -154,6 +160,8 @@ impl Default for BinaryArgs {
             fetch_attempts: 5,
             fetch_retry_delay: 30,
             gc_grace: 600,
+            public_url: None,
+            iiif_cache_bytes: 64 << 20,
         }
     }
 }
@@ -186,6 +194,11 @@ impl BinaryArgs {
             max_attempts: self.fetch_attempts.max(1),
             retry_base: Duration::from_secs(self.fetch_retry_delay),
             gc_grace: Duration::from_secs(self.gc_grace),
+            public_url: self
+                .public_url
+                .as_ref()
+                .map(|u| u.trim_end_matches('/').to_owned()),
+            iiif_cache_bytes: self.iiif_cache_bytes,
         };
         Ok(crate::binaries::service::Binaries::new(
             store, config, fetcher,

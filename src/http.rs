@@ -78,6 +78,19 @@ pub fn router(state: Arc<AppState>) -> Router {
             delete(binary_routes::delete_reference),
         )
         .route("/binary/logs/{context}", get(binary_routes::context_logs))
+        .merge(
+            Router::new()
+                .route("/iiif/3/{reference}", get(binary_routes::iiif_base))
+                .route(
+                    "/iiif/3/{reference}/info.json",
+                    get(binary_routes::iiif_info),
+                )
+                .route(
+                    "/iiif/3/{reference}/{region}/{size}/{rotation}/{quality}",
+                    get(binary_routes::iiif_image),
+                )
+                .layer(middleware::map_response(binary_routes::cors)),
+        )
         .route("/binary/{reference}", get(binary_routes::original))
         .route(
             "/binary/{reference}/full/{size}/default.jpg",

@@ -376,3 +376,162 @@ pub async fn context_logs(
         .collect();
     Ok(Json(out).into_response())
 }
+
+// ----- IIIF Image API 3.0 -----
+
+const IIIF_CONTEXT: &str = "http://iiif.io/api/image/3/context.json";
+
+/// Every IIIF response may be read from any origin.
+pub async fn cors(mut r: Response) -> Response {
+    r.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    r
+}
+
+/// `GET /iiif/3/{ref}`: 303 to its info.json.
+pub async fn iiif_base(Path(reference): Path<String>) -> Response {
+    (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, format!("/iiif/3/{reference}/info.json"))],
+    )
+        .into_response()
+}
+
+fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+    match &state.binaries.config().public_url {
+        Some(u) => u.clone(),
+        None => {
+            let host = headers
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .filter(|h| {
+                    h.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+                })
+                .unwrap_or("localhost");
+            format!("http://{host}")
+        }
+    }
+}
+
+/// `GET /iiif/3/{ref}/info.json`: the image's description (JSON-LD when asked for).
+pub async fn iiif_info(
+    State(state): State<Arc<AppState>>,
+    Path(reference): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let o = match servable(&state, &reference).await {
+        Ok(o) => o,
+        Err(e) => return e.into_response(),
+    };
+    let (w, h) = (o.width.unwrap_or(0), o.height.unwrap_or(0));
+    let mut sizes: Vec<serde_json::Value> = DERIVATIVES
+        .iter()
+        .rev()
+        .map(|(bw, bh, _)| {
+            let (sw, sh) = super::imaging::fit(w as u32, h as u32, *bw, *bh);
+            serde_json::json!({"width": sw, "height": sh})
+        })
+        .collect();
+    sizes.dedup();
+    let info = serde_json::json!({
+        "@context": IIIF_CONTEXT,
+        "id": format!("{}/iiif/3/{reference}", base_url(&state, &headers)),
+        "type": "ImageService3",
+        "protocol": "http://iiif.io/api/image",
+        "profile": "level2",
+        "width": w,
+        "height": h,
+        "maxWidth": super::iiif::MAX_SIDE,
+        "maxHeight": super::iiif::MAX_SIDE,
+        "maxArea": super::iiif::MAX_AREA,
+        "sizes": sizes,
+        "extraQualities": ["color", "gray", "bitonal"],
+        "extraFormats": ["webp"],
+        "extraFeatures": [
+            "mirroring", "rotationArbitrary", "sizeUpscaling", "regionSquare",
+            "sizeByConfinedWh", "sizeByWh", "sizeByPct", "sizeByW", "sizeByH",
+            "regionByPx", "regionByPct", "rotationBy90s", "baseUriRedirect",
+            "cors", "jsonldMediaType", "canonicalLinkHeader"
+        ],
+    });
+    let wants_ld = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/ld+json"));
+    let content_type = if wants_ld {
+        format!("application/ld+json;profile=\"{IIIF_CONTEXT}\"")
+    } else {
+        "application/json".to_owned()
+    };
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (
+                header::LINK,
+                format!("<{IIIF_CONTEXT}>; rel=\"http://www.w3.org/ns/json-ld#context\""),
+            ),
+        ],
+        info.to_string(),
+    )
+        .into_response()
+}
+
+/// `GET /iiif/3/{ref}/{region}/{size}/{rotation}/{quality}.{format}`.
+pub async fn iiif_image(
+    State(state): State<Arc<AppState>>,
+    Path((reference, region, size, rotation, qf)): Path<(String, String, String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    use super::service::IiifFailure;
+    let req = match super::iiif::parse(&region, &size, &rotation, &qf) {
+        Ok(r) => r,
+        Err(e) => return iiif_error(e),
+    };
+    let o = match servable(&state, &reference).await {
+        Ok(o) => o,
+        Err(e) => return e.into_response(),
+    };
+    let key = format!("{region}/{size}/{rotation}/{qf}");
+    let etag = format!(
+        "\"{}-{}\"",
+        o.checksum.clone().unwrap_or_default(),
+        crate::store::fnv1a_hex(&key)
+    );
+    if etag_matches(&headers, &etag) {
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
+    }
+    match state.binaries.iiif_image(&o, &req, &key).await {
+        Ok(bytes) => (
+            [
+                (header::CONTENT_TYPE, req.format.mime().to_owned()),
+                (header::ETAG, etag),
+                (header::CACHE_CONTROL, "public, max-age=86400".to_owned()),
+                (
+                    header::LINK,
+                    format!(
+                        "<{}/iiif/3/{reference}/{key}>; rel=\"canonical\"",
+                        base_url(&state, &headers)
+                    ),
+                ),
+            ],
+            bytes.as_ref().clone(),
+        )
+            .into_response(),
+        Err(IiifFailure::Request(e)) => iiif_error(e),
+        Err(IiifFailure::Api(e)) => RestError::from(e).into_response(),
+    }
+}
+
+fn iiif_error(e: super::iiif::IiifError) -> Response {
+    use super::iiif::IiifError;
+    let (status, error) = match e {
+        IiifError::BadRequest(m) => (StatusCode::BAD_REQUEST, ApiError::bad_input(m)),
+        IiifError::NotImplemented(m) => (StatusCode::NOT_IMPLEMENTED, ApiError::bad_input(m)),
+    };
+    let mut r = RestError::from(error).into_response();
+    *r.status_mut() = status;
+    r
+}

@@ -100,7 +100,7 @@ pub fn fit(w: u32, h: u32, bw: u32, bh: u32) -> (u32, u32) {
 }
 
 /// Flattens onto white and drops to 8-bit RGB (or gray), as JPEG needs.
-fn for_jpeg(img: DynamicImage) -> DynamicImage {
+pub fn for_jpeg(img: DynamicImage) -> DynamicImage {
     match img {
         DynamicImage::ImageLuma8(_) | DynamicImage::ImageRgb8(_) => img,
         DynamicImage::ImageLuma16(_) => DynamicImage::ImageLuma8(img.to_luma8()),

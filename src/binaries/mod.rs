@@ -5,6 +5,7 @@
 pub mod fetch;
 pub mod graphql;
 pub mod http;
+pub mod iiif;
 pub mod imaging;
 pub mod model;
 pub mod service;

@@ -47,6 +47,10 @@ pub struct BinaryConfig {
     pub retry_base: Duration,
     /// An unreferenced original is collected only when untouched this long.
     pub gc_grace: Duration,
+    /// The server's public base URL (for IIIF ids); else taken from `Host`.
+    pub public_url: Option<String>,
+    /// Bytes of computed IIIF responses kept in memory.
+    pub iiif_cache_bytes: usize,
 }
 
 impl Default for BinaryConfig {
@@ -57,6 +61,8 @@ impl Default for BinaryConfig {
             max_attempts: 5,
             retry_base: Duration::from_secs(30),
             gc_grace: Duration::from_secs(600),
+            public_url: None,
+            iiif_cache_bytes: 64 << 20,
         }
     }
 }
@@ -86,6 +92,9 @@ struct Inner {
     config: BinaryConfig,
     fetcher: Fetcher,
     wake: Arc<Notify>,
+    /// Computed IIIF images, and how many may be computed at once.
+    render_cache: super::iiif::RenderCache,
+    render_slots: tokio::sync::Semaphore,
 }
 
 /// A random URL-safe id of `n` base62 characters (about 5.95 bits each).
@@ -235,9 +244,11 @@ impl Binaries {
         Binaries {
             inner: Arc::new(Inner {
                 store,
-                config,
+                config: config.clone(),
                 fetcher,
                 wake: Arc::new(Notify::new()),
+                render_cache: super::iiif::RenderCache::new(config.iiif_cache_bytes),
+                render_slots: tokio::sync::Semaphore::new(2),
             }),
         }
     }
@@ -430,6 +441,66 @@ impl Binaries {
                 "could not write a log line"
             );
         }
+    }
+
+    /// A IIIF image of an OK original: a stored derivative when it is exactly
+    /// that, else computed (from the original) and cached.
+    pub async fn iiif_image(
+        &self,
+        o: &Original,
+        req: &super::iiif::ImageRequest,
+        key: &str,
+    ) -> Result<Arc<Vec<u8>>, IiifFailure> {
+        use super::iiif::{Format, Quality, Region};
+        let (w, h) = (
+            o.width.unwrap_or(0).max(0) as u32,
+            o.height.unwrap_or(0).max(0) as u32,
+        );
+        let plain = req.region == Region::Full
+            && req.rotation.degrees % 360.0 == 0.0
+            && !req.rotation.mirror
+            && matches!(req.quality, Quality::Default | Quality::Color)
+            && req.format == Format::Jpg;
+        if plain {
+            let (ow, oh) =
+                super::iiif::output_size(req.size, w, h).map_err(IiifFailure::Request)?;
+            for (bw, bh, table) in DERIVATIVES {
+                if imaging::fit(w, h, bw, bh) == (ow, oh)
+                    && let Some(bytes) = self.derivative(&o.id, table).await?
+                {
+                    return Ok(Arc::new(bytes));
+                }
+            }
+        }
+        let key = format!("{}/{key}", o.id);
+        if let Some(hit) = self.inner.render_cache.get(&key) {
+            return Ok(hit);
+        }
+        // Check the request against the size before reading anything.
+        let (_, _, rw, rh) =
+            super::iiif::region_rect(req.region, w, h).map_err(IiifFailure::Request)?;
+        super::iiif::output_size(req.size, rw, rh).map_err(IiifFailure::Request)?;
+        let _slot = self
+            .inner
+            .render_slots
+            .acquire()
+            .await
+            .map_err(|_| IiifFailure::Api(ApiError::Unavailable))?;
+        let bytes = self.read_all(o).await?;
+        let limits = self.inner.config.imaging;
+        let req = *req;
+        let out = tokio::task::spawn_blocking(move || {
+            let decoded = imaging::decode(&bytes, &limits).map_err(|e| {
+                tracing::error!(error = %e, "an OK original no longer decodes");
+                IiifFailure::Api(ApiError::Internal)
+            })?;
+            super::iiif::render(&decoded.image, &req).map_err(IiifFailure::Request)
+        })
+        .await
+        .map_err(|_| IiifFailure::Api(ApiError::Internal))??;
+        let out = Arc::new(out);
+        self.inner.render_cache.put(key, out.clone());
+        Ok(out)
     }
 
     // ----- registering -----
@@ -1331,6 +1402,18 @@ impl Binaries {
             .apply(vec![Mutation::delete(&ORIGINALS, vec![id.into()])])
             .await?;
         Ok(true)
+    }
+}
+
+/// Why a IIIF image could not be made.
+pub enum IiifFailure {
+    Request(super::iiif::IiifError),
+    Api(ApiError),
+}
+
+impl From<ApiError> for IiifFailure {
+    fn from(e: ApiError) -> Self {
+        IiifFailure::Api(e)
     }
 }
 

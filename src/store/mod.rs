@@ -713,6 +713,11 @@ pub(crate) fn slice_fingerprint(table: &Table, slice: &Slice) -> u64 {
     fnv1a(&shape)
 }
 
+/// A short stable hash of a text, hex (for ETags and cache keys).
+pub fn fnv1a_hex(text: &str) -> String {
+    format!("{:016x}", fnv1a(text.as_bytes()))
+}
+
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
