@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test tier: lints, unit tests, and the integration suite against
 # BOTH engines (the embedded store and a throwaway Apache Cassandra node that
-# this script starts and stops). Needs: cargo (with rustfmt and clippy), Java 17, Maven.
+# this script starts and stops), then the public IIIF validator (PyPI) against a
+# test server. Needs: cargo (with rustfmt and clippy), Java 17, Maven, python3 (venv).
 #
 #   scripts/test.sh            # everything
 #   KARTEI_TEST_CASSANDRA=host:port scripts/test.sh   # use a node you run yourself
@@ -37,4 +38,8 @@ if [ "$own_node" = 1 ]; then
   bash scripts/cassandra.sh stop
   trap - EXIT
 fi
+
+step "IIIF Image API 3.0, level 2: the public validator against a test server"
+bash scripts/iiif-validate.sh
+
 echo "all tiers passed in $(( $(date +%s) - started )) s"

@@ -296,7 +296,8 @@ pub fn output_size(s: Size, rw: u32, rh: u32) -> Result<(u32, u32), IiifError> {
         SizeKind::Exact(w, h) => (f64::from(w), f64::from(h)),
         SizeKind::Confined(bw, bh) => {
             let scale = f64::min(f64::from(bw) / rwf, f64::from(bh) / rhf);
-            let scale = if s.upscale { scale } else { scale.min(1.0) };
+            // A box larger than the region asks for upscaling: without `^` that
+            // is a 400, as the public validator (size_noup) expects.
             (
                 (rwf * scale).round().clamp(1.0, f64::from(bw)),
                 (rhf * scale).round().clamp(1.0, f64::from(bh)),
@@ -523,6 +524,7 @@ mod tests {
         assert_eq!(output_size(s(",150"), 400, 300).unwrap(), (200, 150));
         assert_eq!(output_size(s("pct:50"), 400, 300).unwrap(), (200, 150));
         assert_eq!(output_size(s("!100,100"), 400, 300).unwrap(), (100, 75));
+        assert!(output_size(s("!1000,1000"), 400, 300).is_err());
         assert!(output_size(s("800,"), 400, 300).is_err());
         assert_eq!(output_size(s("^800,"), 400, 300).unwrap(), (800, 600));
         assert_eq!(

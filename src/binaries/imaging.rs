@@ -127,8 +127,120 @@ pub fn encode_jpeg(img: &DynamicImage, quality: u8) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// The result of scaling an original: its (oriented) size and the derivatives.
+pub struct Made {
+    pub width: u32,
+    pub height: u32,
+    pub derivatives: Vec<(u32, u32, Vec<u8>)>,
+}
+
+/// Decodes an original and makes a JPEG for each box (largest first). A JPEG
+/// is decoded at the smallest DCT scale (1/1, 1/2, 1/4 or 1/8) that still
+/// covers the largest box, which is most of the work saved on big photos.
+pub fn derivatives_of(
+    bytes: &[u8],
+    boxes: &[(u32, u32)],
+    limits: &ImagingLimits,
+) -> Result<Made, String> {
+    let first = boxes.first().copied().unwrap_or((1, 1));
+    let (width, height, image) = match sniff(bytes) {
+        Some("image/jpeg") => match jpeg_scaled(bytes, limits, first)? {
+            Some(found) => found,
+            None => {
+                let d = decode(bytes, limits)?;
+                (d.image.width(), d.image.height(), d.image)
+            }
+        },
+        _ => {
+            let d = decode(bytes, limits)?;
+            (d.image.width(), d.image.height(), d.image)
+        }
+    };
+    // Boxes are fitted against the full size, then taken from the (maybe smaller) decode.
+    let targets: Vec<(u32, u32)> = boxes
+        .iter()
+        .map(|&(bw, bh)| fit(width, height, bw, bh))
+        .collect();
+    Ok(Made {
+        width,
+        height,
+        derivatives: derivatives(image, &targets, limits.jpeg_quality)?,
+    })
+}
+
+/// A JPEG decoded at a reduced DCT scale, oriented; `None` for pixel formats
+/// left to the general decoder (CMYK).
+fn jpeg_scaled(
+    bytes: &[u8],
+    limits: &ImagingLimits,
+    target: (u32, u32),
+) -> Result<Option<(u32, u32, DynamicImage)>, String> {
+    use image::metadata::Orientation;
+    if !jpeg_is_complete(bytes) {
+        return Err("the JPEG is truncated (no end-of-image marker after its last scan)".into());
+    }
+    let mut d = jpeg_decoder::Decoder::new(Cursor::new(bytes));
+    d.read_info()
+        .map_err(|e| format!("cannot decode the image: {e}"))?;
+    let info = d.info().ok_or("cannot decode the image: no JPEG header")?;
+    let (fw, fh) = (u32::from(info.width), u32::from(info.height));
+    if u64::from(fw) * u64::from(fh) > limits.max_pixels {
+        return Err(format!(
+            "{fw}×{fh} pixels is more than the limit of {} pixels",
+            limits.max_pixels
+        ));
+    }
+    if fw == 0 || fh == 0 {
+        return Err("the image has no pixels".into());
+    }
+    if info.pixel_format == jpeg_decoder::PixelFormat::CMYK32 {
+        return Ok(None);
+    }
+    let orientation = d
+        .exif_data()
+        .and_then(Orientation::from_exif_chunk)
+        .unwrap_or(Orientation::NoTransforms);
+    let swapped = matches!(
+        orientation,
+        Orientation::Rotate90
+            | Orientation::Rotate270
+            | Orientation::Rotate90FlipH
+            | Orientation::Rotate270FlipH
+    );
+    let (ow, oh) = if swapped { (fh, fw) } else { (fw, fh) };
+    let (tw, th) = fit(ow, oh, target.0, target.1);
+    let (sw, sh) = if swapped { (th, tw) } else { (tw, th) };
+    d.scale(sw.min(65_535) as u16, sh.min(65_535) as u16)
+        .map_err(|e| format!("cannot decode the image: {e}"))?;
+    let pixels = d
+        .decode()
+        .map_err(|e| format!("cannot decode the image: {e}"))?;
+    let info = d.info().ok_or("cannot decode the image")?;
+    let (w, h) = (u32::from(info.width), u32::from(info.height));
+    let broken = || "cannot decode the image: wrong pixel count".to_owned();
+    let mut image = match info.pixel_format {
+        jpeg_decoder::PixelFormat::L8 => {
+            DynamicImage::ImageLuma8(image::GrayImage::from_raw(w, h, pixels).ok_or_else(broken)?)
+        }
+        jpeg_decoder::PixelFormat::L16 => {
+            let v: Vec<u16> = pixels
+                .chunks_exact(2)
+                .map(|c| u16::from_be_bytes([c[0], c[1]]))
+                .collect();
+            DynamicImage::ImageLuma16(image::ImageBuffer::from_raw(w, h, v).ok_or_else(broken)?)
+        }
+        jpeg_decoder::PixelFormat::RGB24 => {
+            DynamicImage::ImageRgb8(image::RgbImage::from_raw(w, h, pixels).ok_or_else(broken)?)
+        }
+        jpeg_decoder::PixelFormat::CMYK32 => return Ok(None),
+    };
+    image.apply_orientation(orientation);
+    Ok(Some((ow, oh, image)))
+}
+
 /// Scales `img` into each box (largest first), each from the previous result
 /// when that is still larger than the box, and encodes them as JPEG.
+/// `boxes` are exact target sizes here (already fitted to the full image).
 pub fn derivatives(
     img: DynamicImage,
     boxes: &[(u32, u32)],
@@ -136,8 +248,7 @@ pub fn derivatives(
 ) -> Result<Vec<(u32, u32, Vec<u8>)>, String> {
     let mut source = for_jpeg(img);
     let mut out = Vec::with_capacity(boxes.len());
-    for &(bw, bh) in boxes {
-        let (w, h) = fit(source.width(), source.height(), bw, bh);
+    for &(w, h) in boxes {
         let scaled = if (w, h) == (source.width(), source.height()) {
             source.clone()
         } else {
@@ -160,6 +271,59 @@ mod tests {
         assert_eq!(fit(6000, 1000, 140, 105), (140, 23));
         assert_eq!(fit(100, 80, 800, 600), (100, 80));
         assert_eq!(fit(10_000, 1, 116, 87), (116, 1));
+    }
+
+    /// A JPEG with an EXIF orientation (6: the camera was turned 90° clockwise).
+    fn rotated_jpeg(w: u32, h: u32, orientation: u16) -> Vec<u8> {
+        let mut plain = Vec::new();
+        image::RgbImage::from_fn(w, h, |x, _| image::Rgb([(x % 256) as u8, 90, 160]))
+            .write_to(&mut Cursor::new(&mut plain), image::ImageFormat::Jpeg)
+            .unwrap();
+        let mut tiff = b"II*\0\x08\0\0\0\x01\0".to_vec();
+        tiff.extend_from_slice(&0x0112u16.to_le_bytes());
+        tiff.extend_from_slice(&3u16.to_le_bytes());
+        tiff.extend_from_slice(&1u32.to_le_bytes());
+        tiff.extend_from_slice(&u32::from(orientation).to_le_bytes());
+        tiff.extend_from_slice(&0u32.to_le_bytes());
+        let mut app1 = b"Exif\0\0".to_vec();
+        app1.extend_from_slice(&tiff);
+        let mut out = plain[..2].to_vec();
+        out.extend_from_slice(&[0xFF, 0xE1]);
+        out.extend_from_slice(&((app1.len() + 2) as u16).to_be_bytes());
+        out.extend_from_slice(&app1);
+        out.extend_from_slice(&plain[2..]);
+        out
+    }
+
+    #[test]
+    fn derivatives_are_oriented_fitted_and_scaled_at_decode() {
+        let limits = ImagingLimits::default();
+        let boxes = [(800, 600), (440, 330), (140, 105), (116, 87)];
+        let made = derivatives_of(&rotated_jpeg(1600, 1200, 6), &boxes, &limits).unwrap();
+        assert_eq!(
+            (made.width, made.height),
+            (1200, 1600),
+            "EXIF orientation applied"
+        );
+        let sizes: Vec<(u32, u32)> = made.derivatives.iter().map(|d| (d.0, d.1)).collect();
+        assert_eq!(sizes, [(450, 600), (248, 330), (79, 105), (65, 87)]);
+        for (w, h, jpeg) in &made.derivatives {
+            let img = image::load_from_memory(jpeg).unwrap();
+            assert_eq!((img.width(), img.height()), (*w, *h));
+        }
+        // Smaller than every box: never upscaled.
+        let small = derivatives_of(&rotated_jpeg(100, 50, 1), &boxes, &limits).unwrap();
+        assert_eq!(small.derivatives[0].0, 100);
+        assert_eq!(small.derivatives[3].0, 100.min(116));
+        // Grayscale PNG with 16 bits.
+        let mut png = Vec::new();
+        image::DynamicImage::ImageLuma16(image::ImageBuffer::from_fn(900, 300, |x, _| {
+            image::Luma([(x * 70) as u16])
+        }))
+        .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
+        .unwrap();
+        let made = derivatives_of(&png, &boxes, &limits).unwrap();
+        assert_eq!((made.derivatives[0].0, made.derivatives[0].1), (800, 267));
     }
 
     #[test]

@@ -1072,16 +1072,12 @@ impl Binaries {
             .map_err(|e| FetchError::Temporary(e.message()))?;
         let limits = self.inner.config.imaging;
         let boxes: Vec<(u32, u32)> = DERIVATIVES.iter().map(|(w, h, _)| (*w, *h)).collect();
-        let made = tokio::task::spawn_blocking(move || {
-            let decoded = imaging::decode(&bytes, &limits)?;
-            let (w, h) = (decoded.image.width(), decoded.image.height());
-            let scaled = imaging::derivatives(decoded.image, &boxes, limits.jpeg_quality)?;
-            Ok::<_, String>((w, h, scaled))
-        })
-        .await
-        .map_err(|e| FetchError::Permanent(format!("scaling failed: {e}")))?
-        .map_err(FetchError::Permanent)?;
-        let (w, h, scaled) = made;
+        let made =
+            tokio::task::spawn_blocking(move || imaging::derivatives_of(&bytes, &boxes, &limits))
+                .await
+                .map_err(|e| FetchError::Permanent(format!("scaling failed: {e}")))?
+                .map_err(FetchError::Permanent)?;
+        let (w, h, scaled) = (made.width, made.height, made.derivatives);
         for ((_, _, table), (_, _, jpeg)) in DERIVATIVES.iter().zip(scaled) {
             self.store()
                 .apply(vec![Mutation::upsert(
