@@ -31,6 +31,8 @@ pub enum Command {
     RepairViews(RepairArgs),
     /// Remove originals (with chunks, derivatives and URLs) that no reference points to.
     GcBinaries(GcArgs),
+    /// Re-validate originals fetched from URLs (If-None-Match / If-Modified-Since); re-derive changed ones.
+    RecheckBinaries(RecheckArgs),
     /// Print a signed bearer token (HS256 with the configured secret).
     Token(TokenArgs),
     /// Print the GraphQL schema (SDL).
@@ -204,6 +206,14 @@ impl BinaryArgs {
             store, config, fetcher,
         ))
     }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RecheckArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub binaries: BinaryArgs,
 }
 
 #[derive(Args, Debug, Clone)]

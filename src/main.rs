@@ -6,8 +6,8 @@ use clap::Parser;
 use kartei::assignments::{self, service::Assignments};
 use kartei::auth::Auth;
 use kartei::config::{
-    BinaryArgs, Cli, Command, GcArgs, ImportArgs, ImportAssignmentsArgs, RepairArgs, ServeArgs,
-    StoreArgs, StoreConfig, TokenArgs,
+    BinaryArgs, Cli, Command, GcArgs, ImportArgs, ImportAssignmentsArgs, RecheckArgs, RepairArgs,
+    ServeArgs, StoreArgs, StoreConfig, TokenArgs,
 };
 use kartei::store::{DynStore, cql::CqlStore};
 use kartei::themes::{import, service::Themes};
@@ -76,6 +76,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::ImportAssignments(args) => import_assignments(args).await,
         Command::RepairViews(args) => repair_views(args).await,
         Command::GcBinaries(args) => gc_binaries(args).await,
+        Command::RecheckBinaries(args) => recheck_binaries(args).await,
         Command::Token(args) => token(args),
         Command::Schema => {
             print!("{}", kartei::graphql::sdl());
@@ -242,6 +243,24 @@ async fn gc_binaries(args: GcArgs) -> anyhow::Result<ExitCode> {
         report.checked, report.removed
     );
     Ok(ExitCode::SUCCESS)
+}
+
+async fn recheck_binaries(args: RecheckArgs) -> anyhow::Result<ExitCode> {
+    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let binaries = args.binaries.service(store)?;
+    let r = binaries
+        .recheck()
+        .await
+        .map_err(|e| anyhow::anyhow!(e.message()))?;
+    println!(
+        "{} originals rechecked: {} unchanged, {} changed, {} failed",
+        r.checked, r.unchanged, r.changed, r.failed
+    );
+    Ok(if r.failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn token(args: TokenArgs) -> anyhow::Result<ExitCode> {

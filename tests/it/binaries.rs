@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
-use axum::response::Redirect;
+use axum::response::{IntoResponse, Redirect};
 use axum::routing::get as route_get;
 use serde_json::{Value, json};
 
@@ -49,11 +49,14 @@ fn bomb() -> Vec<u8> {
 struct Origin {
     base: String,
     hits: Arc<AtomicUsize>,
+    version: Arc<AtomicUsize>,
 }
 
 #[derive(Clone)]
 struct OriginState {
     hits: Arc<AtomicUsize>,
+    /// Which version `/changing.jpg` serves (its ETag is `"v<n>"`).
+    version: Arc<AtomicUsize>,
     landscape: Arc<Vec<u8>>,
     port: u16,
 }
@@ -63,11 +66,42 @@ async fn origin() -> Origin {
     let port = listener.local_addr().unwrap().port();
     let state = OriginState {
         hits: Arc::new(AtomicUsize::new(0)),
+        version: Arc::new(AtomicUsize::new(1)),
         landscape: Arc::new(jpeg(1600, 1200)),
         port,
     };
     let hits = state.hits.clone();
+    let version = state.version.clone();
     let app = axum::Router::new()
+        .route(
+            "/changing.jpg",
+            route_get(
+                |State(s): State<OriginState>, headers: axum::http::HeaderMap| async move {
+                    let v = s.version.load(Ordering::SeqCst);
+                    let etag = format!("\"v{v}\"");
+                    if headers
+                        .get(header::IF_NONE_MATCH)
+                        .and_then(|h| h.to_str().ok())
+                        == Some(etag.as_str())
+                    {
+                        return StatusCode::NOT_MODIFIED.into_response();
+                    }
+                    let body = if v == 1 {
+                        jpeg(640, 480)
+                    } else {
+                        jpeg(300, 600)
+                    };
+                    (
+                        [
+                            (header::CONTENT_TYPE, "image/jpeg".to_owned()),
+                            (header::ETAG, etag),
+                        ],
+                        body,
+                    )
+                        .into_response()
+                },
+            ),
+        )
         .route(
             "/landscape.jpg",
             route_get(|State(s): State<OriginState>| async move {
@@ -118,6 +152,7 @@ async fn origin() -> Origin {
     Origin {
         base: format!("http://127.0.0.2:{port}"),
         hits,
+        version,
     }
 }
 
@@ -770,7 +805,47 @@ async fn the_iiif_image_api_answers_level_2_requests(engine: Engine) {
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
 }
 
+async fn rechecking_revalidates_and_rederives_changed_content(engine: Engine) {
+    let srv = server(engine).await;
+    let o = origin().await;
+    let (_, r) = register(
+        &srv,
+        &format!("{}/changing.jpg", o.base),
+        &format!("re-{}", uid()),
+    )
+    .await;
+    let reference = r["referenceId"].as_str().unwrap().to_owned();
+    let before = settled(&srv, &reference).await;
+    assert_eq!(before["width"], 640);
+    let original = before["originalId"].as_str().unwrap().to_owned();
+    // Unchanged: the server answers 304 to the stored ETag.
+    assert!(!srv.binaries.recheck_original(&original).await.unwrap());
+    let same = srv.data(BINARY, json!({"r": reference}), None).await;
+    assert_eq!(same["binary"]["originalId"], json!(original));
+    assert!(same["binary"]["logs"].to_string().contains("not modified"));
+    // Changed: a new original, scaled, and the reference follows it.
+    o.version.store(2, Ordering::SeqCst);
+    assert!(srv.binaries.recheck_original(&original).await.unwrap());
+    let after = srv.data(BINARY, json!({"r": reference}), None).await["binary"].clone();
+    assert_ne!(after["originalId"], json!(original));
+    assert_eq!(
+        (after["status"].clone(), after["width"].clone()),
+        (json!("OK"), json!(300))
+    );
+    let r = get(
+        &srv,
+        &format!("/binary/{reference}/full/!800,600/default.jpg"),
+        &[],
+    )
+    .await;
+    assert_eq!(dims(&r.bytes().await.unwrap()), (300, 600));
+    // The old original is now unreferenced and goes with the next collection.
+    srv.binaries.collect_garbage().await.unwrap();
+    assert!(srv.binaries.original(&original).await.unwrap().is_none());
+}
+
 both_engines!(
+    rechecking_revalidates_and_rederives_changed_content,
     the_iiif_image_api_answers_level_2_requests,
     a_registered_url_is_fetched_scaled_and_served,
     uploads_stream_into_storage_and_deduplicate,
