@@ -1363,6 +1363,8 @@ impl Binaries {
                         .set_opt("e_tag", v.e_tag.clone())
                         .set_opt("last_modified", v.last_modified.clone());
                 }
+                // The log line first: whoever sees the new status also sees why.
+                self.log_original(id, "OK").await;
                 self.store()
                     .cas(Cas {
                         row,
@@ -1371,9 +1373,9 @@ impl Binaries {
                     })
                     .await?;
                 self.unqueue(id).await?;
-                self.log_original(id, "OK").await;
             }
             Err(FetchError::Permanent(e)) => {
+                self.log_original(id, &format!("ERROR: {e}")).await;
                 self.store()
                     .cas(Cas {
                         row: original_update(id)
@@ -1384,7 +1386,6 @@ impl Binaries {
                     })
                     .await?;
                 self.unqueue(id).await?;
-                self.log_original(id, &format!("ERROR: {e}")).await;
             }
             Err(FetchError::Temporary(e)) => {
                 let attempts = o.attempts + 1;
@@ -1403,6 +1404,11 @@ impl Binaries {
                 }
                 let delay = self.inner.config.retry_base * 2u32.saturating_pow(attempts as u32 - 1);
                 let due = later(delay);
+                self.log_original(
+                    id,
+                    &format!("RETRY: {e} (attempt {attempts}; next at {due})"),
+                )
+                .await;
                 self.store()
                     .cas(Cas {
                         row: original_update(id)
@@ -1417,11 +1423,6 @@ impl Binaries {
                 self.store()
                     .apply(vec![Mutation::upsert(pending_row(id, &due))])
                     .await?;
-                self.log_original(
-                    id,
-                    &format!("RETRY: {e} (attempt {attempts}; next at {due})"),
-                )
-                .await;
             }
         }
         Ok(())
