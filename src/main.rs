@@ -34,6 +34,16 @@ struct ServeDefaults {
 }
 
 fn main() -> ExitCode {
+    // Chunks of binaries pass through buffers of about 1 MiB. glibc raises its
+    // mmap threshold after the first free of such a buffer and then serves them
+    // from arenas that keep the memory; a fixed threshold hands it back at once
+    // (measured: +160 MiB resident during a 200 MB upload without, +50 with).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    // SAFETY: mallopt only tunes the allocator; called before any thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+    }
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -41,12 +41,19 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// The embedded store's page cache.
+const CACHE_BYTES: usize = 32 << 20;
+
 impl EmbeddedStore {
     /// Opens (or creates) the store in `dir`, and starts the expiry sweeper
     /// when called inside a Tokio runtime.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        let db = Database::create(dir.join("kartei.redb"))?;
+        // redb's page cache defaults to 1 GiB; binaries stream through the store,
+        // so a bounded cache keeps resident memory flat (the OS caches the file).
+        let db = redb::Builder::new()
+            .set_cache_size(CACHE_BYTES)
+            .create(dir.join("kartei.redb"))?;
         let txn = db.begin_write()?;
         txn.open_table(ROWS)?;
         txn.open_table(EXPIRY)?;
