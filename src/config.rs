@@ -55,6 +55,10 @@ pub struct StoreArgs {
     /// Environment name: keyspaces are `<family>_<env>` (letters, digits, underscore).
     #[arg(long, env = "KARTEI_ENV", default_value = "dev", value_parser = parse_env)]
     pub env: String,
+    /// Page cache of the embedded store, in bytes (more helps reads of large
+    /// tables; resident memory grows by up to this much).
+    #[arg(long, env = "KARTEI_CACHE_BYTES", default_value_t = crate::store::embedded::DEFAULT_CACHE_BYTES)]
+    pub cache_bytes: usize,
     /// CQL replication map for `migrate`.
     #[arg(
         long,
@@ -311,6 +315,7 @@ pub struct TokenArgs {
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
     pub data_dir: PathBuf,
+    pub cache_bytes: usize,
     pub cassandra: Option<Vec<String>>,
     pub env: String,
     pub replication: String,
@@ -320,6 +325,7 @@ impl From<&StoreArgs> for StoreConfig {
     fn from(a: &StoreArgs) -> Self {
         StoreConfig {
             data_dir: a.data_dir.clone(),
+            cache_bytes: a.cache_bytes,
             cassandra: (!a.cassandra.is_empty()).then(|| a.cassandra.clone()),
             env: a.env.clone(),
             replication: a.replication.clone(),

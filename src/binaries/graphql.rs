@@ -94,6 +94,10 @@ impl Binary {
     async fn original_url(&self) -> String {
         format!("/binary/{}", self.reference.id)
     }
+    /// The IIIF Image API 3.0 description of this image (relative to this server).
+    async fn iiif_info_url(&self) -> String {
+        format!("/iiif/3/{}/info.json", self.reference.id)
+    }
     /// The four stored sizes (served once the status is OK).
     async fn derivatives(&self) -> Vec<Derivative> {
         DERIVATIVES
@@ -156,21 +160,20 @@ impl BinariesQuery {
         let first = page_size(first)?;
         let has_previous = after.is_some();
         let page = binaries(ctx).context_page(&context, first, after).await?;
-        let refs: Vec<Reference> = page
-            .rows
+        let ids: Vec<String> = page.rows.iter().map(|r| r.string("reference_id")).collect();
+        let refs = binaries(ctx).references(&ids).await?;
+        let original_ids: Vec<String> = refs
             .iter()
-            .map(|r| Reference {
-                id: r.string("reference_id"),
-                original_id: r.string("original_id"),
-                context: context.clone(),
-                created: String::new(),
+            .map(|r| {
+                r.as_ref()
+                    .map(|r| r.original_id.clone())
+                    .unwrap_or_default()
             })
             .collect();
-        let ids: Vec<String> = refs.iter().map(|r| r.original_id.clone()).collect();
-        let originals = binaries(ctx).originals(&ids).await?;
+        let originals = binaries(ctx).originals(&original_ids).await?;
         let mut conn = Connection::new(has_previous, page.next.is_some());
         for ((reference, original), cursor) in refs.into_iter().zip(originals).zip(page.cursors) {
-            if let Some(original) = original {
+            if let (Some(reference), Some(original)) = (reference, original) {
                 conn.edges.push(Edge::new(
                     cursor,
                     Binary {

@@ -327,6 +327,42 @@ mod tests {
     }
 
     #[test]
+    fn gif_tiff_webp_and_gray_inputs_are_scaled() {
+        let limits = ImagingLimits::default();
+        let boxes = [(800, 600), (116, 87)];
+        let rgb = image::DynamicImage::ImageRgb8(image::RgbImage::from_fn(1000, 500, |x, y| {
+            image::Rgb([(x % 256) as u8, (y % 256) as u8, 7])
+        }));
+        for format in [
+            image::ImageFormat::Gif,
+            image::ImageFormat::Tiff,
+            image::ImageFormat::WebP,
+            image::ImageFormat::Png,
+        ] {
+            let mut bytes = Vec::new();
+            rgb.write_to(&mut Cursor::new(&mut bytes), format).unwrap();
+            let made = derivatives_of(&bytes, &boxes, &limits).unwrap();
+            assert_eq!((made.width, made.height), (1000, 500), "{format:?}");
+            assert_eq!(
+                (made.derivatives[0].0, made.derivatives[0].1),
+                (800, 400),
+                "{format:?}"
+            );
+            assert_eq!(
+                (made.derivatives[1].0, made.derivatives[1].1),
+                (116, 58),
+                "{format:?}"
+            );
+        }
+        let mut gray = Vec::new();
+        image::DynamicImage::ImageLuma8(image::GrayImage::new(300, 300))
+            .write_to(&mut Cursor::new(&mut gray), image::ImageFormat::Jpeg)
+            .unwrap();
+        let made = derivatives_of(&gray, &boxes, &limits).unwrap();
+        assert_eq!(made.derivatives[1].0, 87);
+    }
+
+    #[test]
     fn garbage_and_bombs_are_errors() {
         let limits = ImagingLimits::default();
         assert!(decode(b"hello", &limits).is_err());

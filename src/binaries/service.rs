@@ -299,6 +299,18 @@ impl Binaries {
         Ok(o.map(|o| (r, o)))
     }
 
+    /// Many references by id (for lists), in the order given.
+    pub async fn references(&self, ids: &[String]) -> ApiResult<Vec<Option<Reference>>> {
+        let keys: Vec<Vec<Value>> = ids.iter().map(|i| vec![i.as_str().into()]).collect();
+        Ok(self
+            .store()
+            .get_many(&BINARY_REFS, &keys)
+            .await?
+            .into_iter()
+            .map(|r| r.map(|r| Reference::from_row(&r)))
+            .collect())
+    }
+
     /// Many originals by id (for lists).
     pub async fn originals(&self, ids: &[String]) -> ApiResult<Vec<Option<Original>>> {
         let keys: Vec<Vec<Value>> = ids.iter().map(|i| vec![i.as_str().into()]).collect();

@@ -41,18 +41,23 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The embedded store's page cache.
-const CACHE_BYTES: usize = 32 << 20;
+/// The embedded store's default page cache (`--cache-bytes`).
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
 impl EmbeddedStore {
     /// Opens (or creates) the store in `dir`, and starts the expiry sweeper
     /// when called inside a Tokio runtime.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        Self::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// Opens the store with a page cache of `cache_bytes`.
+    pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         // redb's page cache defaults to 1 GiB; binaries stream through the store,
         // so a bounded cache keeps resident memory flat (the OS caches the file).
         let db = redb::Builder::new()
-            .set_cache_size(CACHE_BYTES)
+            .set_cache_size(cache_bytes)
             .create(dir.join("kartei.redb"))?;
         let txn = db.begin_write()?;
         txn.open_table(ROWS)?;

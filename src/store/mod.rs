@@ -795,7 +795,8 @@ pub async fn open(config: &crate::config::StoreConfig) -> anyhow::Result<DynStor
             Ok(Arc::new(Counted::new(engine)))
         }
         None => {
-            let engine = embedded::EmbeddedStore::open(&config.data_dir)?;
+            let engine =
+                embedded::EmbeddedStore::open_with_cache(&config.data_dir, config.cache_bytes)?;
             Ok(Arc::new(Counted::new(engine)))
         }
     }

@@ -444,12 +444,19 @@ async fn uploads_stream_into_storage_and_deduplicate(engine: Engine) {
     );
     let listed = srv
         .data(
-            "query($c: String!) { binaries(context: $c, first: 10) { edges { node { referenceId status } } } }",
+            "query($c: String!) { binaries(context: $c, first: 10) { edges { node { referenceId status created context } } } }",
             json!({"c": context}),
             None,
         )
         .await;
-    assert_eq!(listed["binaries"]["edges"].as_array().unwrap().len(), 3);
+    let edges = listed["binaries"]["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 3);
+    assert!(edges.iter().all(|e| {
+        e["node"]["created"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("20"))
+            && e["node"]["context"] == json!(context)
+    }));
 }
 
 async fn bad_binaries_end_in_clear_errors(engine: Engine) {
