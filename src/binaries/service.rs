@@ -33,6 +33,8 @@ use crate::themes::service::check_id;
 pub const CHUNK: usize = 1 << 20;
 /// How long a worker owns an original it claimed.
 const LEASE: Duration = Duration::from_secs(300);
+/// How long an upload in progress keeps its original from the collector.
+const UPLOAD_LEASE: Duration = Duration::from_secs(3600);
 /// References deleted or logs read per page.
 const PAGE: usize = 500;
 
@@ -719,6 +721,8 @@ impl Binaries {
             status: Some(BinaryStatus::Processing),
             created: Some(now_precise()),
             touched: Some(touch_token()),
+            // The upload's lease: the collector leaves it alone meanwhile.
+            next_attempt: Some(later(UPLOAD_LEASE)),
             ..Default::default()
         };
         self.store()
@@ -818,6 +822,11 @@ impl Binaries {
                     .set("original_id", &id),
             )])
             .await?;
+        // The reference first, while the upload's lease still keeps the
+        // collector away; then the lease ends and the worker may scale it.
+        let Some(o) = self.attach(&reference).await? else {
+            return Err(ApiError::Unavailable);
+        };
         let now = now_precise();
         let stored = self
             .store()
@@ -836,15 +845,11 @@ impl Binaries {
             })
             .await?;
         if !stored.applied {
-            // Collected while the upload ran (it took longer than the grace period).
             return Err(ApiError::Unavailable);
         }
         self.store()
             .apply(vec![Mutation::upsert(pending_row(&id, &now))])
             .await?;
-        let Some(o) = self.attach(&reference).await? else {
-            return Err(ApiError::Unavailable);
-        };
         self.log(
             std::slice::from_ref(&reference.id),
             &format!(
@@ -1309,6 +1314,11 @@ impl Binaries {
             .await
             .map_err(|e| temporary(e.into()))?;
         let finished = self.work(&replacement).await?;
+        // The references move while the replacement still holds its lease, so
+        // the collector never sees it unreferenced.
+        self.move_references(&o.id, &fresh, &url)
+            .await
+            .map_err(temporary)?;
         self.settle(&replacement, BinaryStatus::Processing, Ok(finished))
             .await
             .map_err(temporary)?;
@@ -1320,9 +1330,6 @@ impl Binaries {
             )])
             .await
             .map_err(|e| temporary(e.into()))?;
-        self.move_references(&o.id, &fresh, &url)
-            .await
-            .map_err(temporary)?;
         self.log_original(
             &fresh,
             &format!("rechecked: the content changed; now original {fresh}"),
@@ -1473,15 +1480,31 @@ impl Binaries {
         }
     }
 
-    async fn collect(&self, o: &Original) -> ApiResult<bool> {
+    async fn collect(&self, listed: &Original) -> ApiResult<bool> {
+        // Decide on the row as it is now, not as the scan page saw it.
+        let Some(o) = self.original(&listed.id).await? else {
+            return Ok(false);
+        };
+        let o = &o;
         if o.status != Some(BinaryStatus::Deleting) {
+            let now = time::OffsetDateTime::now_utc();
             let grace = self.inner.config.gc_grace;
             let fresh = o
                 .touched
                 .as_deref()
                 .and_then(touched_at)
-                .is_none_or(|t| time::OffsetDateTime::now_utc() - t < grace);
-            if fresh || !self.refs_of(&o.id).await?.is_empty() {
+                .is_none_or(|t| now - t < grace);
+            // Work in progress (an upload, a claimed download, a recheck's
+            // replacement) holds a lease in next_attempt.
+            let leased = matches!(
+                o.status,
+                Some(BinaryStatus::Processing | BinaryStatus::Retry)
+            ) && o
+                .next_attempt
+                .as_deref()
+                .and_then(parse_time)
+                .is_some_and(|t| t > now);
+            if fresh || leased || !self.refs_of(&o.id).await?.is_empty() {
                 return Ok(false);
             }
             let marked = self
@@ -1491,6 +1514,7 @@ impl Binaries {
                     condition: Condition::Equals(vec![
                         ("status", o.status.map(|s| s.as_str().into())),
                         ("touched", o.touched.clone().map(Value::Text)),
+                        ("next_attempt", o.next_attempt.clone().map(Value::Text)),
                     ]),
                     ttl: None,
                 })

@@ -596,8 +596,8 @@ async fn deleting_references_and_collecting_originals(engine: Engine) {
         get(&srv, &format!("/binary/{gone}"), &[]).await.status(),
         StatusCode::NOT_FOUND
     );
-    let report = srv.binaries.collect_garbage().await.unwrap();
-    assert!(report.removed >= 2, "{report:?}");
+    // (On the shared Cassandra keyspace another test's collection may get there first.)
+    srv.binaries.collect_garbage().await.unwrap();
     for r in [&a, &b] {
         let id = r["originalId"].as_str().unwrap();
         assert!(srv.binaries.original(id).await.unwrap().is_none());
