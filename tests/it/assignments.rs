@@ -919,9 +919,11 @@ async fn a_page_of_assignments_costs_a_fixed_number_of_round_trips(engine: Engin
         );
         // The bucket slices are bounded by the merge (a few refill rounds at most).
         assert!(slices <= 32 * 3, "{slices} slices for a page of {n}");
-        // Keywords, then categories of all levels: one batched read per level.
+        // Keywords, then categories of all levels: one batched read per level
+        // (3), or a few more when a loaded machine lets a batch window close
+        // early; one read per item would be 50 or more.
         assert!(
-            all - slices <= 3,
+            all - slices <= 6,
             "relations of {n} assignments cost {} round trips",
             all - slices
         );

@@ -144,7 +144,16 @@ pub struct TestServer {
 }
 
 pub async fn server(engine: Engine) -> TestServer {
-    server_with(engine, Limits::default()).await
+    server_with(engine, test_limits()).await
+}
+
+/// The default limits, with a DataLoader window long enough that a loaded
+/// test machine (4 tests at once on 2 cores) still batches a level together.
+pub fn test_limits() -> Limits {
+    Limits {
+        batch_window_ms: 20,
+        ..Limits::default()
+    }
 }
 
 pub async fn server_with(engine: Engine, limits: Limits) -> TestServer {
@@ -153,7 +162,7 @@ pub async fn server_with(engine: Engine, limits: Limits) -> TestServer {
 
 /// A server whose binary worker runs (downloads, scaling).
 pub async fn binary_server(engine: Engine) -> TestServer {
-    server_full(engine, Limits::default(), test_binary_args(), true).await
+    server_full(engine, test_limits(), test_binary_args(), true).await
 }
 
 /// Binary settings for tests: downloads may reach 127.0.0.2 (where the test
