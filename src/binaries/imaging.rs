@@ -363,6 +363,19 @@ mod tests {
     }
 
     #[test]
+    fn cmyk_jpegs_come_out_in_their_colours() {
+        // Written by Pillow: left half red, right half blue, in CMYK with an Adobe marker.
+        let cmyk = include_bytes!("../../tests/data/cmyk.jpg");
+        let made = derivatives_of(cmyk, &[(160, 100)], &ImagingLimits::default()).unwrap();
+        let img = image::load_from_memory(&made.derivatives[0].2)
+            .unwrap()
+            .to_rgb8();
+        let (left, right) = (img.get_pixel(30, 50), img.get_pixel(130, 50));
+        assert!(left[0] > 200 && left[2] < 60, "left is red: {left:?}");
+        assert!(right[2] > 200 && right[0] < 60, "right is blue: {right:?}");
+    }
+
+    #[test]
     fn garbage_and_bombs_are_errors() {
         let limits = ImagingLimits::default();
         assert!(decode(b"hello", &limits).is_err());
