@@ -68,13 +68,13 @@ fn main() {
     let mut full = Vec::new();
     for _ in 0..RUNS {
         let t = Instant::now();
-        let d = imaging::decode(&bytes, &limits).expect("decode");
-        let (w, h) = (d.image.width(), d.image.height());
+        let image = imaging::decode(&bytes, &limits).expect("decode");
+        let (w, h) = (image.width(), image.height());
         let targets: Vec<(u32, u32)> = BOXES
             .iter()
             .map(|&(bw, bh)| imaging::fit(w, h, bw, bh))
             .collect();
-        imaging::derivatives(d.image, &targets, limits.jpeg_quality).expect("derivatives");
+        imaging::derivatives(image, &targets, limits.jpeg_quality).expect("derivatives");
         full.push(t.elapsed());
     }
     let full = median(full);

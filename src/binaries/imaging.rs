@@ -26,12 +26,6 @@ impl Default for ImagingLimits {
     }
 }
 
-/// A decoded original, oriented as it is meant to be seen.
-pub struct Decoded {
-    pub image: DynamicImage,
-    pub mime: &'static str,
-}
-
 /// The MIME type of an image format we decode, from its first bytes.
 pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     let format = image::guess_format(bytes).ok()?;
@@ -53,11 +47,28 @@ fn jpeg_is_complete(bytes: &[u8]) -> bool {
     matches!((last(0xDA), last(0xD9)), (Some(sos), Some(eoi)) if eoi > sos)
 }
 
-pub fn decode(bytes: &[u8], limits: &ImagingLimits) -> Result<Decoded, String> {
+const TRUNCATED_JPEG: &str = "the JPEG is truncated (no end-of-image marker after its last scan)";
+
+/// Refuses an image by its header: no pixels, or more than the limit.
+fn check_size(w: u32, h: u32, limits: &ImagingLimits) -> Result<(), String> {
+    if u64::from(w) * u64::from(h) > limits.max_pixels {
+        return Err(format!(
+            "{w}×{h} pixels is more than the limit of {} pixels",
+            limits.max_pixels
+        ));
+    }
+    if w == 0 || h == 0 {
+        return Err("the image has no pixels".into());
+    }
+    Ok(())
+}
+
+/// Decodes an original, oriented as it is meant to be seen.
+pub fn decode(bytes: &[u8], limits: &ImagingLimits) -> Result<DynamicImage, String> {
     let mime =
         sniff(bytes).ok_or("not an image in a supported format (JPEG, PNG, WebP, GIF, TIFF)")?;
     if mime == "image/jpeg" && !jpeg_is_complete(bytes) {
-        return Err("the JPEG is truncated (no end-of-image marker after its last scan)".into());
+        return Err(TRUNCATED_JPEG.into());
     }
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
@@ -70,22 +81,14 @@ pub fn decode(bytes: &[u8], limits: &ImagingLimits) -> Result<Decoded, String> {
         .into_decoder()
         .map_err(|e| format!("cannot decode the image: {e}"))?;
     let (w, h) = decoder.dimensions();
-    if u64::from(w) * u64::from(h) > limits.max_pixels {
-        return Err(format!(
-            "{w}×{h} pixels is more than the limit of {} pixels",
-            limits.max_pixels
-        ));
-    }
-    if w == 0 || h == 0 {
-        return Err("the image has no pixels".into());
-    }
+    check_size(w, h, limits)?;
     let orientation = decoder
         .orientation()
         .unwrap_or(image::metadata::Orientation::NoTransforms);
     let mut image =
         DynamicImage::from_decoder(decoder).map_err(|e| format!("cannot decode the image: {e}"))?;
     image.apply_orientation(orientation);
-    Ok(Decoded { image, mime })
+    Ok(image)
 }
 
 /// The size of `w`×`h` fitted inside `bw`×`bh`, aspect kept, never larger.
@@ -147,13 +150,13 @@ pub fn derivatives_of(
         Some("image/jpeg") => match jpeg_scaled(bytes, limits, first)? {
             Some(found) => found,
             None => {
-                let d = decode(bytes, limits)?;
-                (d.image.width(), d.image.height(), d.image)
+                let image = decode(bytes, limits)?;
+                (image.width(), image.height(), image)
             }
         },
         _ => {
-            let d = decode(bytes, limits)?;
-            (d.image.width(), d.image.height(), d.image)
+            let image = decode(bytes, limits)?;
+            (image.width(), image.height(), image)
         }
     };
     // Boxes are fitted against the full size, then taken from the (maybe smaller) decode.
@@ -177,22 +180,14 @@ fn jpeg_scaled(
 ) -> Result<Option<(u32, u32, DynamicImage)>, String> {
     use image::metadata::Orientation;
     if !jpeg_is_complete(bytes) {
-        return Err("the JPEG is truncated (no end-of-image marker after its last scan)".into());
+        return Err(TRUNCATED_JPEG.into());
     }
     let mut d = jpeg_decoder::Decoder::new(Cursor::new(bytes));
     d.read_info()
         .map_err(|e| format!("cannot decode the image: {e}"))?;
     let info = d.info().ok_or("cannot decode the image: no JPEG header")?;
     let (fw, fh) = (u32::from(info.width), u32::from(info.height));
-    if u64::from(fw) * u64::from(fh) > limits.max_pixels {
-        return Err(format!(
-            "{fw}×{fh} pixels is more than the limit of {} pixels",
-            limits.max_pixels
-        ));
-    }
-    if fw == 0 || fh == 0 {
-        return Err("the image has no pixels".into());
-    }
+    check_size(fw, fh, limits)?;
     if info.pixel_format == jpeg_decoder::PixelFormat::CMYK32 {
         return Ok(None);
     }

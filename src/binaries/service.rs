@@ -303,25 +303,28 @@ impl Binaries {
 
     /// Many references by id (for lists), in the order given.
     pub async fn references(&self, ids: &[String]) -> ApiResult<Vec<Option<Reference>>> {
-        let keys: Vec<Vec<Value>> = ids.iter().map(|i| vec![i.as_str().into()]).collect();
-        Ok(self
-            .store()
-            .get_many(&BINARY_REFS, &keys)
-            .await?
-            .into_iter()
-            .map(|r| r.map(|r| Reference::from_row(&r)))
-            .collect())
+        self.by_ids(&BINARY_REFS, ids, Reference::from_row).await
     }
 
-    /// Many originals by id (for lists).
+    /// Many originals by id (for lists), in the order given.
     pub async fn originals(&self, ids: &[String]) -> ApiResult<Vec<Option<Original>>> {
+        self.by_ids(&ORIGINALS, ids, Original::from_row).await
+    }
+
+    /// Rows of a table keyed by one text id, in the order given.
+    async fn by_ids<T>(
+        &self,
+        table: &'static Table,
+        ids: &[String],
+        from_row: fn(&Row) -> T,
+    ) -> ApiResult<Vec<Option<T>>> {
         let keys: Vec<Vec<Value>> = ids.iter().map(|i| vec![i.as_str().into()]).collect();
         Ok(self
             .store()
-            .get_many(&ORIGINALS, &keys)
+            .get_many(table, &keys)
             .await?
-            .into_iter()
-            .map(|r| r.map(|r| Original::from_row(&r)))
+            .iter()
+            .map(|r| r.as_ref().map(from_row))
             .collect())
     }
 
@@ -516,7 +519,7 @@ impl Binaries {
                 tracing::error!(error = %e, "an OK original no longer decodes");
                 IiifFailure::Api(ApiError::Internal)
             })?;
-            super::iiif::render(&decoded.image, &req).map_err(IiifFailure::Request)
+            super::iiif::render(&decoded, &req).map_err(IiifFailure::Request)
         })
         .await
         .map_err(|_| IiifFailure::Api(ApiError::Internal))??;

@@ -156,16 +156,7 @@ pub async fn merged_slice(
     let more = sources
         .iter()
         .any(|s| !s.rows.is_empty() || s.next.is_some());
-    let cursors = out
-        .iter()
-        .map(|r| Ok(encode_cursor(fp, r.key()?[pk..].to_vec())))
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    let next = if more { cursors.last().cloned() } else { None };
-    Ok(Page {
-        rows: out,
-        next,
-        cursors,
-    })
+    Page::of_slice(table, fp, out, more)
 }
 
 #[cfg(test)]

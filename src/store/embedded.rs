@@ -514,15 +514,5 @@ pub(crate) fn page(
 ) -> Result<Page, StoreError> {
     let more = rows.len() > limit;
     rows.truncate(limit);
-    let pk = table.partition_key.len();
-    let cursors = rows
-        .iter()
-        .map(|r| Ok(encode_cursor(fp, r.key()?[pk..].to_vec())))
-        .collect::<Result<Vec<_>, StoreError>>()?;
-    let next = if more { cursors.last().cloned() } else { None };
-    Ok(Page {
-        rows,
-        next,
-        cursors,
-    })
+    Page::of_slice(table, fp, rows, more)
 }

@@ -450,6 +450,29 @@ pub struct Page {
     pub cursors: Vec<String>,
 }
 
+impl Page {
+    /// A slice page: one cursor per row (its clustering key under the query's
+    /// fingerprint `fp`), and `next` when `more` rows follow.
+    pub(crate) fn of_slice(
+        table: &'static Table,
+        fp: u64,
+        rows: Vec<Row>,
+        more: bool,
+    ) -> Result<Page, StoreError> {
+        let pk = table.partition_key.len();
+        let cursors = rows
+            .iter()
+            .map(|r| Ok(encode_cursor(fp, r.key()?[pk..].to_vec())))
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let next = if more { cursors.last().cloned() } else { None };
+        Ok(Page {
+            rows,
+            next,
+            cursors,
+        })
+    }
+}
+
 /// One write inside an atomic batch.
 #[derive(Clone, Debug)]
 pub enum Mutation {
