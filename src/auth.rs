@@ -155,6 +155,12 @@ impl Auth {
             })?;
         let data = jsonwebtoken::decode::<Claims>(token.trim(), &self.decoding, &self.validation)
             .map_err(|e| ApiError::InvalidToken(format!("invalid token: {e}")))?;
+        // The subject is recorded as the creator of writes: it must name someone.
+        if data.claims.sub.trim().is_empty() {
+            return Err(ApiError::InvalidToken(
+                "the token has an empty subject (sub)".into(),
+            ));
+        }
         let mut roles = BTreeSet::new();
         for r in &data.claims.roles {
             // Unknown roles are ignored, so tokens can carry roles of other services.
@@ -173,6 +179,9 @@ impl Auth {
         let Some(key) = &self.encoding else {
             anyhow::bail!("tokens can only be minted with an HS256 secret");
         };
+        if sub.trim().is_empty() {
+            anyhow::bail!("the subject (--sub) must not be empty");
+        }
         for r in roles {
             if Role::parse(r).is_none() {
                 anyhow::bail!("unknown role {r:?} (contributor, archive, machine, editor, admin)");

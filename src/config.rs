@@ -133,6 +133,19 @@ pub struct BinaryArgs {
     /// Read timeout of a download (between two pieces of the body), in seconds.
     #[arg(long, env = "KARTEI_FETCH_READ_TIMEOUT", default_value_t = 30)]
     pub fetch_read_timeout: u64,
+    /// Longest a whole download may take, in seconds (keep it under the worker's 300 s lease).
+    #[arg(long, env = "KARTEI_FETCH_TOTAL_TIMEOUT", default_value_t = 120)]
+    pub fetch_total_timeout: u64,
+    /// Slowest average rate a download may have after its first 10 s, in bytes/s.
+    #[arg(long, env = "KARTEI_FETCH_MIN_RATE", default_value_t = 1024)]
+    pub fetch_min_rate: u64,
+    /// Downloads one server runs at once (scaling has its own two slots).
+    #[arg(long, env = "KARTEI_FETCH_CONCURRENCY", default_value_t = 8)]
+    pub fetch_concurrency: usize,
+    /// Memory all image decodes together may use at once, in bytes (worker and
+    /// IIIF); an image that alone needs more is refused.
+    #[arg(long, env = "KARTEI_MAX_DECODE_BYTES", default_value_t = 2 << 30)]
+    pub max_decode_bytes: u64,
     /// Redirects a download follows.
     #[arg(long, env = "KARTEI_FETCH_MAX_REDIRECTS", default_value_t = 5)]
     pub fetch_max_redirects: usize,
@@ -162,6 +175,10 @@ impl Default for BinaryArgs {
             fetch_allow: Vec::new(),
             fetch_connect_timeout: 10,
             fetch_read_timeout: 30,
+            fetch_total_timeout: 120,
+            fetch_min_rate: 1024,
+            fetch_concurrency: 8,
+            max_decode_bytes: 2 << 30,
             fetch_max_redirects: 5,
             fetch_attempts: 5,
             fetch_retry_delay: 30,
@@ -188,6 +205,8 @@ impl BinaryArgs {
                 max_bytes: self.max_upload_bytes,
                 connect_timeout: Duration::from_secs(self.fetch_connect_timeout),
                 read_timeout: Duration::from_secs(self.fetch_read_timeout),
+                total_timeout: Duration::from_secs(self.fetch_total_timeout.max(1)),
+                min_rate: self.fetch_min_rate,
                 max_redirects: self.fetch_max_redirects,
             },
         )?;
@@ -205,6 +224,8 @@ impl BinaryArgs {
                 .as_ref()
                 .map(|u| u.trim_end_matches('/').to_owned()),
             iiif_cache_bytes: self.iiif_cache_bytes,
+            downloads: self.fetch_concurrency.max(1),
+            max_decode_bytes: self.max_decode_bytes,
         };
         Ok(crate::binaries::service::Binaries::new(
             store, config, fetcher,
@@ -243,6 +264,33 @@ pub struct Limits {
     /// How long a DataLoader collects keys before its batched read, in milliseconds.
     #[arg(long, env = "KARTEI_BATCH_WINDOW_MS", default_value_t = 2)]
     pub batch_window_ms: u64,
+    /// How long a GraphQL query may run, in seconds; then it is stopped (TIMEOUT).
+    #[arg(long, env = "KARTEI_REQUEST_TIMEOUT", default_value_t = 10)]
+    pub request_timeout: u64,
+    /// How long a GraphQL mutation may run, in seconds.
+    #[arg(long, env = "KARTEI_MUTATION_TIMEOUT", default_value_t = 120)]
+    pub mutation_timeout: u64,
+    /// Connections served at once; more wait in the listen backlog.
+    #[arg(long, env = "KARTEI_MAX_CONNECTIONS", default_value_t = 512)]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's head (also how long an idle
+    /// kept-alive connection stays open).
+    #[arg(long, env = "KARTEI_HEADER_TIMEOUT", default_value_t = 10)]
+    pub header_timeout: u64,
+    /// Seconds a request body may pause between two pieces before the request is refused.
+    #[arg(long, env = "KARTEI_BODY_TIMEOUT", default_value_t = 30)]
+    pub body_timeout: u64,
+}
+
+impl Limits {
+    /// The bounds of the connection loop these limits describe.
+    pub fn connections(&self) -> crate::http::ConnectionLimits {
+        crate::http::ConnectionLimits {
+            max_connections: self.max_connections,
+            header_timeout: std::time::Duration::from_secs(self.header_timeout.max(1)),
+            drain: std::time::Duration::from_secs(30),
+        }
+    }
 }
 
 impl Default for Limits {
@@ -252,6 +300,11 @@ impl Default for Limits {
             max_depth: 12,
             max_complexity: 20_000,
             batch_window_ms: 2,
+            request_timeout: 10,
+            mutation_timeout: 120,
+            max_connections: 512,
+            header_timeout: 10,
+            body_timeout: 30,
         }
     }
 }

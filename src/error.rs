@@ -21,6 +21,8 @@ pub enum ApiError {
     },
     InvalidTransition(String),
     PayloadTooLarge(String),
+    /// The client was too slow to send its request, or the request ran past its limit.
+    Timeout(String),
     Unavailable,
     Internal,
 }
@@ -35,7 +37,8 @@ impl ApiError {
             ApiError::InvalidToken(m)
             | ApiError::BadUserInput(m)
             | ApiError::InvalidTransition(m)
-            | ApiError::PayloadTooLarge(m) => m.clone(),
+            | ApiError::PayloadTooLarge(m)
+            | ApiError::Timeout(m) => m.clone(),
             ApiError::Conflict { message, .. } => message.clone(),
             ApiError::Unavailable => "the store is unavailable, try again".into(),
             ApiError::Internal => "internal error".into(),
@@ -51,6 +54,7 @@ impl ApiError {
             ApiError::Conflict { .. } => "CONFLICT",
             ApiError::InvalidTransition(_) => "INVALID_TRANSITION",
             ApiError::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
+            ApiError::Timeout(_) => "TIMEOUT",
             ApiError::Unavailable => "UNAVAILABLE",
             ApiError::Internal => "INTERNAL",
         }
@@ -64,6 +68,7 @@ impl ApiError {
             ApiError::BadUserInput(_) => 400,
             ApiError::Conflict { .. } | ApiError::InvalidTransition(_) => 409,
             ApiError::PayloadTooLarge(_) => 413,
+            ApiError::Timeout(_) => 408,
             ApiError::Unavailable => 503,
             ApiError::Internal => 500,
         }

@@ -10,6 +10,7 @@ pub mod error;
 pub mod graphql;
 pub mod http;
 pub mod metrics;
+pub mod ndjson;
 pub mod progress;
 pub mod store;
 pub mod themes;

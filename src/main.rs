@@ -129,6 +129,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         std::time::Duration::from_secs(2),
         std::time::Duration::from_secs(300),
     );
+    let connections = args.limits.connections();
     let state = kartei::http::AppState::new(store, auth, args.limits.clone(), binaries);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -143,9 +144,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "cluster".into()
         }
     );
-    axum::serve(listener, kartei::http::router(state))
-        .with_graceful_shutdown(shutdown())
-        .await?;
+    kartei::http::serve(
+        listener,
+        kartei::http::router(state),
+        connections,
+        shutdown(),
+    )
+    .await;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -72,8 +72,8 @@ pub async fn import(
     }
     let progress = Progress::start(size.max(1));
     let mut read_error = None;
-    let lines = input.lines().enumerate().map_while(|(i, l)| match l {
-        Ok(l) => Some((i + 1, l)),
+    let lines = crate::ndjson::lines(input).map_while(|l| match l {
+        Ok(l) => Some(l),
         Err(e) => {
             read_error = Some(e);
             None
@@ -82,8 +82,13 @@ pub async fn import(
     let who = &who;
     let progress_ref = &progress;
     let mut results = futures::stream::iter(lines)
-        .map(|(n, text)| async move {
-            progress_ref.advance(text.len() + 1);
+        .map(|line| async move {
+            progress_ref.advance(line.bytes);
+            let n = line.number;
+            let text = match line.text {
+                Ok(t) => t,
+                Err(reason) => return Some((n, Outcome::Failed(reason))),
+            };
             if text.trim().is_empty() {
                 return None;
             }
@@ -121,7 +126,8 @@ pub async fn import(
     drop(results);
     progress.finish();
     if let Some(e) = read_error {
-        return Err(e);
+        // The input itself failed: report it; what was read is imported.
+        report.errors.push((0, format!("cannot read further: {e}")));
     }
     report.errors.sort();
     report.elapsed = started.elapsed();

@@ -158,7 +158,58 @@ pub struct FetchLimits {
     pub max_bytes: u64,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
+    /// The whole download, from the request to the last byte.
+    pub total_timeout: Duration,
+    /// Slowest average transfer rate accepted once [`RATE_GRACE`] has passed, bytes/s.
+    pub min_rate: u64,
     pub max_redirects: usize,
+}
+
+/// How long a download may start slowly before its average rate is checked.
+pub const RATE_GRACE: Duration = Duration::from_secs(10);
+
+/// A response body being received, within the download's deadline and rate.
+pub struct Download {
+    response: Box<reqwest::Response>,
+    started: tokio::time::Instant,
+    deadline: tokio::time::Instant,
+    total: Duration,
+    min_rate: u64,
+    received: u64,
+}
+
+impl Download {
+    /// The next piece of the body; a temporary failure once the deadline has
+    /// passed or the average rate stays below the minimum.
+    pub async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, FetchError> {
+        let piece = tokio::time::timeout_at(self.deadline, self.response.chunk())
+            .await
+            .map_err(|_| past_deadline(self.total))?
+            .map_err(classify)?;
+        if let Some(p) = &piece {
+            self.received += p.len() as u64;
+        }
+        let elapsed = self.started.elapsed();
+        if piece.is_some()
+            && elapsed > RATE_GRACE
+            && (self.received as f64) < self.min_rate as f64 * elapsed.as_secs_f64()
+        {
+            return Err(FetchError::Temporary(format!(
+                "the server sends slower than {} bytes/s ({} bytes in {:.0} s)",
+                self.min_rate,
+                self.received,
+                elapsed.as_secs_f64()
+            )));
+        }
+        Ok(piece)
+    }
+}
+
+fn past_deadline(total: Duration) -> FetchError {
+    FetchError::Temporary(format!(
+        "the download took longer than {} s",
+        total.as_secs()
+    ))
 }
 
 /// Validators from an earlier download, for a conditional re-check.
@@ -172,7 +223,7 @@ pub enum Fetched {
     /// 304: the content has not changed.
     NotModified,
     Body {
-        response: Box<reqwest::Response>,
+        body: Download,
         mime: Option<String>,
         validators: Validators,
     },
@@ -260,8 +311,10 @@ impl Fetcher {
         &self.policy
     }
 
-    /// Starts a GET; the caller streams the body with [`next_chunk`].
+    /// Starts a GET; the caller streams the body with [`Download::next_chunk`].
     pub async fn get(&self, url: &str, validators: &Validators) -> Result<Fetched, FetchError> {
+        let started = tokio::time::Instant::now();
+        let deadline = started + self.limits.total_timeout;
         let parsed = check_url(&self.policy, url).map_err(FetchError::Permanent)?;
         let mut headers = HeaderMap::new();
         if let Some(e) = validators.e_tag.as_deref().and_then(|v| v.parse().ok()) {
@@ -274,12 +327,10 @@ impl Fetcher {
         {
             headers.insert(IF_MODIFIED_SINCE, m);
         }
-        let response = self
-            .client
-            .get(parsed)
-            .headers(headers)
-            .send()
+        let response = self.client.get(parsed).headers(headers).send();
+        let response = tokio::time::timeout_at(deadline, response)
             .await
+            .map_err(|_| past_deadline(self.limits.total_timeout))?
             .map_err(classify)?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_MODIFIED {
@@ -317,18 +368,18 @@ impl Fetcher {
             last_modified: header(reqwest::header::LAST_MODIFIED),
         };
         Ok(Fetched::Body {
-            response: Box::new(response),
+            body: Download {
+                response: Box::new(response),
+                started,
+                deadline,
+                total: self.limits.total_timeout,
+                min_rate: self.limits.min_rate,
+                received: 0,
+            },
             mime,
             validators,
         })
     }
-}
-
-/// The next piece of a response body.
-pub async fn next_chunk(
-    response: &mut reqwest::Response,
-) -> Result<Option<bytes::Bytes>, FetchError> {
-    response.chunk().await.map_err(classify)
 }
 
 fn classify(e: reqwest::Error) -> FetchError {

@@ -105,11 +105,7 @@ pub async fn upload(
         };
         match field.name() {
             Some("context") => {
-                let text = field
-                    .text()
-                    .await
-                    .map_err(|e| multipart_error(e, &state.binaries))?;
-                context = Some(text);
+                context = Some(bounded_text(field, MAX_TEXT_FIELD, &state.binaries).await?);
             }
             Some("file") => {
                 let Some(context) = context.take() else {
@@ -129,9 +125,38 @@ pub async fn upload(
                 let r = binaries.upload(&context, stream).await?;
                 return Ok((StatusCode::CREATED, Json(r)).into_response());
             }
-            _ => {}
+            other => {
+                return Err(ApiError::bad_input(format!(
+                    "unexpected form field {:?} (send `context`, then `file`)",
+                    other.unwrap_or_default()
+                ))
+                .into());
+            }
         }
     }
+}
+
+/// The largest text field of an upload form (a context is an id of at most a few hundred bytes).
+const MAX_TEXT_FIELD: usize = 4096;
+
+/// Reads a text field piece by piece, refusing it as soon as it passes `max` bytes.
+async fn bounded_text(
+    mut field: axum::extract::multipart::Field<'_>,
+    max: usize,
+    b: &Binaries,
+) -> Result<String, ApiError> {
+    let name = field.name().unwrap_or_default().to_owned();
+    let mut text = Vec::new();
+    while let Some(piece) = field.chunk().await.map_err(|e| multipart_error(e, b))? {
+        if text.len() + piece.len() > max {
+            return Err(ApiError::PayloadTooLarge(format!(
+                "the field {name} is longer than {max} bytes"
+            )));
+        }
+        text.extend_from_slice(&piece);
+    }
+    String::from_utf8(text)
+        .map_err(|_| ApiError::bad_input(format!("the field {name} is not UTF-8")))
 }
 
 fn multipart_error(e: axum::extract::multipart::MultipartError, b: &Binaries) -> ApiError {

@@ -317,10 +317,57 @@ pub fn output_size(s: Size, rw: u32, rh: u32) -> Result<(u32, u32), IiifError> {
     Ok((w as u32, h as u32))
 }
 
+/// The bounding box of a `w`×`h` image turned by `degrees` (what `rotate_any` makes).
+pub fn rotated_box(w: u32, h: u32, degrees: f64) -> (u32, u32) {
+    let deg = degrees % 360.0;
+    if deg == 0.0 || deg == 180.0 {
+        return (w, h);
+    }
+    if deg == 90.0 || deg == 270.0 {
+        return (h, w);
+    }
+    let (s, c) = deg.to_radians().sin_cos();
+    let (wf, hf) = (f64::from(w), f64::from(h));
+    (
+        (wf * c.abs() + hf * s.abs()).round().max(1.0) as u32,
+        (wf * s.abs() + hf * c.abs()).round().max(1.0) as u32,
+    )
+}
+
+fn within_caps(w: u32, h: u32) -> bool {
+    w <= MAX_SIDE && h <= MAX_SIDE && u64::from(w) * u64::from(h) <= MAX_AREA
+}
+
+/// The scaled size (before rotation) for a region of `rw`×`rh`, such that the
+/// response, once rotated, stays within [`MAX_SIDE`] and [`MAX_AREA`]: `max`
+/// shrinks to fit, any other size beyond the caps is a 400.
+pub fn scaled_size(s: Size, rotation: Rotation, rw: u32, rh: u32) -> Result<(u32, u32), IiifError> {
+    let (mut w, mut h) = output_size(s, rw, rh)?;
+    let (bw, bh) = rotated_box(w, h, rotation.degrees);
+    if within_caps(bw, bh) {
+        return Ok((w, h));
+    }
+    if s.kind == SizeKind::Max {
+        // The box grows linearly with the scale: shrink by the factor that fits it.
+        let (bwf, bhf) = (f64::from(bw), f64::from(bh));
+        let k = f64::min(f64::from(MAX_SIDE) / bwf, f64::from(MAX_SIDE) / bhf)
+            .min((MAX_AREA as f64 / (bwf * bhf)).sqrt());
+        w = ((f64::from(w) * k).floor() as u32).max(1);
+        h = ((f64::from(h) * k).floor() as u32).max(1);
+        let (bw, bh) = rotated_box(w, h, rotation.degrees);
+        if within_caps(bw, bh) {
+            return Ok((w, h));
+        }
+    }
+    Err(bad(format!(
+        "rotated, the image would be {bw}×{bh}: larger than {MAX_SIDE} pixels a side or {MAX_AREA} pixels"
+    )))
+}
+
 /// Runs the pipeline on a decoded image and encodes the result.
 pub fn render(img: &DynamicImage, req: &ImageRequest) -> Result<Vec<u8>, IiifError> {
     let (x, y, rw, rh) = region_rect(req.region, img.width(), img.height())?;
-    let (w, h) = output_size(req.size, rw, rh)?;
+    let (w, h) = scaled_size(req.size, req.rotation, rw, rh)?;
     let mut out = img.crop_imm(x, y, rw, rh);
     if (w, h) != (rw, rh) {
         out = out.resize_exact(w, h, FilterType::CatmullRom);
@@ -380,10 +427,8 @@ fn encode(img: DynamicImage, format: Format) -> Result<Vec<u8>, IiifError> {
 /// transparent (PNG, WebP) or white (JPEG).
 fn rotate_any(img: &DynamicImage, degrees: f64, alpha: bool) -> DynamicImage {
     let (w, h) = (f64::from(img.width()), f64::from(img.height()));
-    let t = degrees.to_radians();
-    let (s, c) = t.sin_cos();
-    let nw = (w * c.abs() + h * s.abs()).round().max(1.0) as u32;
-    let nh = (w * s.abs() + h * c.abs()).round().max(1.0) as u32;
+    let (s, c) = degrees.to_radians().sin_cos();
+    let (nw, nh) = rotated_box(img.width(), img.height(), degrees);
     let src = img.to_rgba8();
     let background = if alpha {
         Rgba([0, 0, 0, 0])
@@ -541,6 +586,38 @@ mod tests {
             (350, 250, 50, 50)
         );
         assert!(region_rect(Region::Pixels(400, 0, 10, 10), 400, 300).is_err());
+    }
+
+    #[test]
+    fn the_caps_hold_after_rotation() {
+        let big = parse_size("^10000,4000").unwrap();
+        let turn = |d: f64| Rotation {
+            mirror: false,
+            degrees: d,
+        };
+        // Unrotated it is within the caps; turned by 30 or 45 degrees it is not.
+        assert_eq!(
+            scaled_size(big, turn(0.0), 320, 240).unwrap(),
+            (10_000, 4000)
+        );
+        for d in [30.0, 45.0, 100.0] {
+            let e = scaled_size(big, turn(d), 320, 240).unwrap_err();
+            assert!(
+                matches!(e, IiifError::BadRequest(ref m) if m.contains("rotated")),
+                "{d}"
+            );
+        }
+        // 90 degrees only swaps the sides.
+        assert!(scaled_size(big, turn(90.0), 320, 240).is_ok());
+        // `max` shrinks until the turned box fits.
+        let max = parse_size("max").unwrap();
+        let (w, h) = scaled_size(max, turn(45.0), 10_000, 8_000).unwrap();
+        let (bw, bh) = rotated_box(w, h, 45.0);
+        assert!(bw <= MAX_SIDE && bh <= MAX_SIDE && u64::from(bw) * u64::from(bh) <= MAX_AREA);
+        assert!(
+            u64::from(bw) * u64::from(bh) > MAX_AREA * 9 / 10,
+            "{bw}x{bh} uses the area"
+        );
     }
 
     #[test]

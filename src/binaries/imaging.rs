@@ -26,6 +26,65 @@ impl Default for ImagingLimits {
     }
 }
 
+/// Memory that image decodes may hold at once, across the worker and IIIF.
+/// A decode reserves its cost ([`decode_cost`]) before it allocates and gives
+/// it back when done; one that alone needs more than the whole budget is refused.
+pub struct DecodeBudget {
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    /// In KiB, the semaphore's unit (its permits are counted in u32).
+    total_kib: u64,
+}
+
+impl DecodeBudget {
+    pub fn new(bytes: u64) -> Self {
+        let total_kib = (bytes / 1024).clamp(1, u64::from(u32::MAX >> 3));
+        DecodeBudget {
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(total_kib as usize)),
+            total_kib,
+        }
+    }
+
+    /// Waits until `bytes` are free, or refuses what can never fit.
+    pub async fn reserve(&self, bytes: u64) -> Result<tokio::sync::OwnedSemaphorePermit, String> {
+        let kib = bytes.div_ceil(1024).max(1);
+        if kib > self.total_kib {
+            return Err(format!(
+                "decoding it needs about {} MiB, more than the decode budget of {} MiB (--max-decode-bytes)",
+                kib.div_ceil(1024),
+                self.total_kib / 1024
+            ));
+        }
+        self.permits
+            .clone()
+            .acquire_many_owned(kib as u32)
+            .await
+            .map_err(|_| "the decoder is shutting down".to_owned())
+    }
+}
+
+/// What decoding `bytes` may hold at its peak, from the header alone: the
+/// input, the decoded pixels three times (decoder output, and the conversions
+/// to 8-bit RGBA and RGB on the way to JPEG), and 8 bytes for each pixel of an
+/// output of `output_pixels` (a IIIF response: the scaled and the rotated copy).
+pub fn decode_cost(bytes: &[u8], output_pixels: u64) -> Result<u64, String> {
+    let reader = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| format!("cannot read the image: {e}"))?;
+    let decoder = reader
+        .into_decoder()
+        .map_err(|e| format!("cannot decode the image: {e}"))?;
+    let (w, h) = decoder.dimensions();
+    let pixel = u64::from(decoder.color_type().bytes_per_pixel()).max(3);
+    Ok((bytes.len() as u64)
+        .saturating_add(
+            u64::from(w)
+                .saturating_mul(u64::from(h))
+                .saturating_mul(pixel)
+                .saturating_mul(3),
+        )
+        .saturating_add(output_pixels.saturating_mul(8)))
+}
+
 /// The MIME type of an image format we decode, from its first bytes.
 pub fn sniff(bytes: &[u8]) -> Option<&'static str> {
     let format = image::guess_format(bytes).ok()?;
@@ -368,6 +427,32 @@ mod tests {
         let (left, right) = (img.get_pixel(30, 50), img.get_pixel(130, 50));
         assert!(left[0] > 200 && left[2] < 60, "left is red: {left:?}");
         assert!(right[2] > 200 && right[0] < 60, "right is blue: {right:?}");
+    }
+
+    #[test]
+    fn the_decode_budget_refuses_what_cannot_fit_and_queues_the_rest() {
+        let mut png = Vec::new();
+        image::RgbaImage::new(1000, 1000)
+            .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
+            .unwrap();
+        let cost = decode_cost(&png, 0).unwrap();
+        assert!(cost >= 12_000_000, "4 MB of RGBA, three times: {cost}");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let budget = DecodeBudget::new(20 << 20);
+            let first = budget.reserve(cost).await.unwrap();
+            // A second one waits while the first holds its share.
+            let second =
+                tokio::time::timeout(std::time::Duration::from_millis(50), budget.reserve(cost));
+            assert!(second.await.is_err(), "waits for memory");
+            drop(first);
+            assert!(budget.reserve(cost).await.is_ok());
+            let e = DecodeBudget::new(8 << 20).reserve(cost).await.unwrap_err();
+            assert!(e.contains("--max-decode-bytes"), "{e}");
+        });
     }
 
     #[test]

@@ -53,6 +53,10 @@ pub struct BinaryConfig {
     pub public_url: Option<String>,
     /// Bytes of computed IIIF responses kept in memory.
     pub iiif_cache_bytes: usize,
+    /// Downloads run at once.
+    pub downloads: usize,
+    /// Memory all decodes together may hold (see [`imaging::DecodeBudget`]).
+    pub max_decode_bytes: u64,
 }
 
 impl Default for BinaryConfig {
@@ -65,6 +69,8 @@ impl Default for BinaryConfig {
             gc_grace: Duration::from_secs(600),
             public_url: None,
             iiif_cache_bytes: 64 << 20,
+            downloads: 8,
+            max_decode_bytes: 2 << 30,
         }
     }
 }
@@ -105,7 +111,17 @@ struct Inner {
     /// Computed IIIF images, and how many may be computed at once.
     render_cache: super::iiif::RenderCache,
     render_slots: tokio::sync::Semaphore,
+    /// The worker's slots: downloads and scaling are counted apart, so that
+    /// an upload waiting to be scaled never waits for a slow download.
+    download_slots: Arc<tokio::sync::Semaphore>,
+    scale_slots: Arc<tokio::sync::Semaphore>,
+    /// Originals this process is working on (a pass skips them).
+    in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
+    decode_budget: imaging::DecodeBudget,
 }
+
+/// Scaling runs on the blocking pool; more at once than cores only adds memory.
+const SCALE_SLOTS: usize = 2;
 
 /// A random URL-safe id of `n` base62 characters (about 5.95 bits each).
 pub fn random_id(n: usize) -> String {
@@ -197,6 +213,10 @@ impl<'a> ChunkWriter<'a> {
         if self.head.len() < 64 {
             let n = (64 - self.head.len()).min(data.len());
             self.head.extend_from_slice(&data[..n]);
+            // Refuse what is not an image from its first bytes, not after storing all of it.
+            if self.head.len() == 64 && imaging::sniff(&self.head).is_none() {
+                return Err(WriteError::NotAnImage);
+            }
         }
         self.hasher.update(data);
         while !data.is_empty() {
@@ -242,8 +262,11 @@ impl<'a> ChunkWriter<'a> {
 
 enum WriteError {
     TooLarge,
+    NotAnImage,
     Store(ApiError),
 }
+
+const NOT_AN_IMAGE: &str = "not an image in a supported format (JPEG, PNG, WebP, GIF, TIFF)";
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -259,6 +282,10 @@ impl Binaries {
                 wake: Arc::new(Notify::new()),
                 render_cache: super::iiif::RenderCache::new(config.iiif_cache_bytes),
                 render_slots: tokio::sync::Semaphore::new(2),
+                download_slots: Arc::new(tokio::sync::Semaphore::new(config.downloads.max(1))),
+                scale_slots: Arc::new(tokio::sync::Semaphore::new(SCALE_SLOTS)),
+                in_flight: Default::default(),
+                decode_budget: imaging::DecodeBudget::new(config.max_decode_bytes),
             }),
         }
     }
@@ -504,7 +531,7 @@ impl Binaries {
         // Check the request against the size before reading anything.
         let (_, _, rw, rh) =
             super::iiif::region_rect(req.region, w, h).map_err(IiifFailure::Request)?;
-        super::iiif::output_size(req.size, rw, rh).map_err(IiifFailure::Request)?;
+        super::iiif::scaled_size(req.size, req.rotation, rw, rh).map_err(IiifFailure::Request)?;
         let _slot = self
             .inner
             .render_slots
@@ -514,12 +541,25 @@ impl Binaries {
         let bytes = self.read_all(o).await?;
         let limits = self.inner.config.imaging;
         let req = *req;
+        let (ow, oh) = super::iiif::scaled_size(req.size, req.rotation, rw, rh)
+            .map_err(IiifFailure::Request)?;
+        let (bw, bh) = super::iiif::rotated_box(ow, oh, req.rotation.degrees);
+        let cost = imaging::decode_cost(&bytes, u64::from(bw) * u64::from(bh))
+            .map_err(|e| IiifFailure::Api(ApiError::bad_input(e)))?;
+        let memory = self
+            .inner
+            .decode_budget
+            .reserve(cost)
+            .await
+            .map_err(|e| IiifFailure::Api(ApiError::PayloadTooLarge(e)))?;
         let out = tokio::task::spawn_blocking(move || {
             let decoded = imaging::decode(&bytes, &limits).map_err(|e| {
                 tracing::error!(error = %e, "an OK original no longer decodes");
                 IiifFailure::Api(ApiError::Internal)
             })?;
-            super::iiif::render(&decoded, &req).map_err(IiifFailure::Request)
+            let out = super::iiif::render(&decoded, &req).map_err(IiifFailure::Request);
+            drop(memory);
+            out
         })
         .await
         .map_err(|_| IiifFailure::Api(ApiError::Internal))??;
@@ -755,6 +795,10 @@ impl Binaries {
                     )));
                     break;
                 }
+                Err(WriteError::NotAnImage) => {
+                    failure = Some(ApiError::bad_input(NOT_AN_IMAGE));
+                    break;
+                }
                 Err(WriteError::Store(e)) => {
                     failure = Some(e);
                     break;
@@ -769,7 +813,7 @@ impl Binaries {
                     failure = Some(e);
                     None
                 }
-                Err(WriteError::TooLarge) => None,
+                Err(WriteError::TooLarge | WriteError::NotAnImage) => None,
             },
             Some(_) => None,
         };
@@ -786,9 +830,7 @@ impl Binaries {
         };
         let Some(mime) = imaging::sniff(&received.head) else {
             self.drop_original(&id, received.parts).await;
-            return Err(ApiError::bad_input(
-                "not an image in a supported format (JPEG, PNG, WebP, GIF, TIFF)",
-            ));
+            return Err(ApiError::bad_input(NOT_AN_IMAGE));
         };
         let reference = Reference {
             id: random_id(16),
@@ -971,12 +1013,20 @@ impl Binaries {
         });
     }
 
-    /// Processes every queued original that is due; returns how many it handled.
+    /// Starts every queued original that is due and for which a slot is free,
+    /// each in a task of its own: one slow download delays only itself, and
+    /// an upload (which needs no download) only waits for a scaling slot.
+    /// Returns how many it started; what finds no slot waits for a later pass.
     pub async fn process_due(&self) -> ApiResult<usize> {
-        let mut handled = 0;
+        let mut started = 0;
         let mut after = None;
         let now = now_precise();
         loop {
+            if self.inner.download_slots.available_permits() == 0
+                && self.inner.scale_slots.available_permits() == 0
+            {
+                return Ok(started);
+            }
             let page = merged_slice(
                 self.store().as_ref(),
                 &PENDING_ORIGINALS,
@@ -984,35 +1034,65 @@ impl Binaries {
                 &Slice::partition(vec![]).limit(100).after(after),
             )
             .await?;
-            let due: Vec<String> = page
-                .rows
-                .iter()
-                .filter(|r| r.string("due") <= now)
-                .map(|r| r.string("original_id"))
-                .collect();
-            let results =
-                crate::themes::service::bounded(
-                    due,
-                    2,
-                    |id| async move { self.process(&id).await },
-                )
-                .await;
-            for r in results {
-                handled += usize::from(r?);
+            for row in page.rows.iter().filter(|r| r.string("due") <= now) {
+                let id = row.string("original_id");
+                if self.in_flight(&id) {
+                    continue;
+                }
+                let Some(o) = self.original(&id).await? else {
+                    self.unqueue(&id).await?;
+                    continue;
+                };
+                let slots = if o.parts.is_none() {
+                    &self.inner.download_slots
+                } else {
+                    &self.inner.scale_slots
+                };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    continue;
+                };
+                self.inner
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.clone());
+                let this = self.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = this.process(o, slot).await {
+                        tracing::warn!(original_id = %id, error = e.message(), "binary worker: processing failed");
+                    }
+                    this.inner
+                        .in_flight
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&id);
+                });
+                started += 1;
             }
             match page.next {
                 Some(n) => after = Some(n),
-                None => return Ok(handled),
+                None => return Ok(started),
             }
         }
     }
 
-    /// Claims and processes one original; `false` if there was nothing to do.
-    async fn process(&self, id: &str) -> ApiResult<bool> {
-        let Some(o) = self.original(id).await? else {
-            self.unqueue(id).await?;
-            return Ok(false);
-        };
+    fn in_flight(&self, id: &str) -> bool {
+        self.inner
+            .in_flight
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(id)
+    }
+
+    /// Claims and processes one original, holding `slot` (a download slot when
+    /// it must be fetched first, else a scaling slot); `false` if there was
+    /// nothing to do.
+    async fn process(
+        &self,
+        o: Original,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> ApiResult<bool> {
+        let id = o.id.as_str();
         let status = match o.status {
             Some(s @ (BinaryStatus::Processing | BinaryStatus::Retry)) => s,
             _ => {
@@ -1042,12 +1122,16 @@ impl Binaries {
         if !claim.applied {
             return Ok(false);
         }
-        let outcome = self.work(&o).await;
+        let outcome = self.work(&o, slot).await;
         self.settle(&o, status, outcome).await?;
         Ok(true)
     }
 
-    async fn work(&self, o: &Original) -> Result<Finished, FetchError> {
+    async fn work(
+        &self,
+        o: &Original,
+        mut slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<Finished, FetchError> {
         let mut o = o.clone();
         let mut fetched: Option<Validators> = None;
         if o.parts.is_none() {
@@ -1096,18 +1180,38 @@ impl Binaries {
                 &format!("downloaded {} bytes ({sniffed})", received.size),
             )
             .await;
+            // The download slot goes back before this waits to be scaled.
+            drop(slot);
+            slot = self
+                .inner
+                .scale_slots
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| FetchError::Temporary("the worker is stopping".into()))?;
         }
         let bytes = self
             .read_all(&o)
             .await
             .map_err(|e| FetchError::Temporary(e.message()))?;
         let limits = self.inner.config.imaging;
+        let cost = imaging::decode_cost(&bytes, 0).map_err(FetchError::Permanent)?;
+        let memory = self
+            .inner
+            .decode_budget
+            .reserve(cost)
+            .await
+            .map_err(FetchError::Permanent)?;
         let boxes: Vec<(u32, u32)> = DERIVATIVES.iter().map(|(w, h, _)| (*w, *h)).collect();
-        let made =
-            tokio::task::spawn_blocking(move || imaging::derivatives_of(&bytes, &boxes, &limits))
-                .await
-                .map_err(|e| FetchError::Permanent(format!("scaling failed: {e}")))?
-                .map_err(FetchError::Permanent)?;
+        let made = tokio::task::spawn_blocking(move || {
+            let made = imaging::derivatives_of(&bytes, &boxes, &limits);
+            drop(memory);
+            made
+        })
+        .await
+        .map_err(|e| FetchError::Permanent(format!("scaling failed: {e}")))?
+        .map_err(FetchError::Permanent)?;
+        drop(slot);
         let (w, h, scaled) = (made.width, made.height, made.derivatives);
         for ((_, _, table), (_, _, jpeg)) in DERIVATIVES.iter().zip(scaled) {
             self.store()
@@ -1172,17 +1276,16 @@ impl Binaries {
         url: &str,
         validators: &Validators,
     ) -> Result<Option<(Received, Option<String>, Validators)>, FetchError> {
-        let (mut response, mime, validators) = match self.inner.fetcher.get(url, validators).await?
-        {
+        let (mut body, mime, validators) = match self.inner.fetcher.get(url, validators).await? {
             Fetched::Body {
-                response,
+                body,
                 mime,
                 validators,
-            } => (response, mime, validators),
+            } => (body, mime, validators),
             Fetched::NotModified => return Ok(None),
         };
         let mut writer = ChunkWriter::new(self, id);
-        while let Some(piece) = super::fetch::next_chunk(&mut response).await? {
+        while let Some(piece) = body.next_chunk().await? {
             match writer.push(&piece).await {
                 Ok(()) => {}
                 Err(WriteError::TooLarge) => {
@@ -1191,13 +1294,21 @@ impl Binaries {
                         self.inner.config.max_bytes
                     )));
                 }
+                Err(WriteError::NotAnImage) => {
+                    return Err(FetchError::Permanent(format!(
+                        "{NOT_AN_IMAGE} (the server said {})",
+                        mime.as_deref().unwrap_or("nothing")
+                    )));
+                }
                 Err(WriteError::Store(e)) => return Err(FetchError::Temporary(e.message())),
             }
         }
         match writer.finish().await {
             Ok(r) if r.size == 0 => Err(FetchError::Permanent("the server sent no bytes".into())),
             Ok(r) => Ok(Some((r, mime, validators))),
-            Err(WriteError::TooLarge) => Err(FetchError::Permanent("too large".into())),
+            Err(WriteError::TooLarge | WriteError::NotAnImage) => {
+                Err(FetchError::Permanent("too large".into()))
+            }
             Err(WriteError::Store(e)) => Err(FetchError::Temporary(e.message())),
         }
     }
@@ -1316,7 +1427,14 @@ impl Binaries {
             })
             .await
             .map_err(|e| temporary(e.into()))?;
-        let finished = self.work(&replacement).await?;
+        let slot = self
+            .inner
+            .scale_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| FetchError::Temporary("the worker is stopping".into()))?;
+        let finished = self.work(&replacement, slot).await?;
         // The references move while the replacement still holds its lease, so
         // the collector never sees it unreferenced.
         self.move_references(&o.id, &fresh, &url)

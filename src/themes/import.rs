@@ -97,9 +97,23 @@ pub async fn import(
     let mut gnd = Vec::new();
     let mut categories: Vec<(usize, CategoryInput)> = Vec::new();
     let mut keywords = Vec::new();
-    for (i, line) in input.lines().enumerate() {
-        let n = i + 1;
-        let line = line?;
+    for line in crate::ndjson::lines(input) {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                // The input itself failed: report it, import what was read.
+                report.errors.push((0, format!("cannot read further: {e}")));
+                break;
+            }
+        };
+        let n = line.number;
+        let line = match line.text {
+            Ok(t) => t,
+            Err(reason) => {
+                report.errors.push((n, reason));
+                continue;
+            }
+        };
         if line.trim().is_empty() {
             continue;
         }

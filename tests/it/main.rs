@@ -7,5 +7,6 @@ mod assignments;
 mod binaries;
 mod cli;
 mod engine;
+mod hostile;
 mod http;
 mod themes;

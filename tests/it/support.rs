@@ -197,6 +197,7 @@ pub async fn server_full(
             std::time::Duration::from_secs(3600),
         );
     }
+    let connections = limits.connections();
     let state = kartei::http::AppState::new(
         counted.clone(),
         Auth::hs256(SECRET.as_bytes()),
@@ -210,12 +211,15 @@ pub async fn server_full(
     // The server (and with it the binary worker) stops when the TestServer is dropped.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        axum::serve(listener, kartei::http::router(state))
-            .with_graceful_shutdown(async move {
+        kartei::http::serve(
+            listener,
+            kartei::http::router(state),
+            connections,
+            async move {
                 let _ = stopped.await;
-            })
-            .await
-            .expect("serve");
+            },
+        )
+        .await;
     });
     TestServer {
         _stop: stop,

@@ -1,6 +1,8 @@
 //! Schema assembly: the domains' root fields merged into one schema, with the
 //! depth and complexity limits, and the helpers every resolver shares.
 
+pub mod limits;
+
 use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema};
 
 use crate::assignments::graphql::{AssignmentsMutation, AssignmentsQuery};
@@ -35,7 +37,13 @@ pub fn build(services: Option<Services>, limits: &Limits) -> KarteiSchema {
     let mut b = Schema::build(Query::default(), Mutation::default(), EmptySubscription)
         .limit_depth(limits.max_depth)
         .limit_complexity(limits.max_complexity)
-        .limit_recursive_depth(64);
+        .limit_recursive_depth(64)
+        .extension(limits::QueryBounds {
+            max_fields: limits.max_complexity as u64,
+            max_depth: limits.max_depth as u64,
+            query_timeout: std::time::Duration::from_secs(limits.request_timeout),
+            mutation_timeout: std::time::Duration::from_secs(limits.mutation_timeout),
+        });
     if let Some(s) = services {
         b = b.data(s.themes).data(s.assignments).data(s.binaries);
     }

@@ -1,5 +1,13 @@
 //! The HTTP surface: `POST /graphql`, `GET /graphiql`, `GET /schema.graphql`,
-//! `GET /healthz`, `GET /metrics`. `router(state)` builds it so tests can serve it.
+//! `GET /healthz`, `GET /metrics`. `router(state)` builds it so tests can serve
+//! it; `serve` runs it with the connection bounds. Every body is read with a
+//! size bound (refused at once when `Content-Length` already says too much)
+//! and an idle timeout between its pieces.
+
+pub mod multipart;
+pub mod serve;
+
+pub use serve::{ConnectionLimits, serve};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -62,12 +70,24 @@ pub fn router(state: Arc<AppState>) -> Router {
     let upload_limit = usize::try_from(state.binaries.config().max_bytes)
         .unwrap_or(usize::MAX)
         .saturating_add(1 << 20);
+    let body_idle = Duration::from_secs(state.limits.body_timeout.max(1));
     Router::new()
         .route("/graphql", post(graphql))
-        .route("/binaries", put(binary_routes::register))
+        .route(
+            "/binaries",
+            put(binary_routes::register).layer(middleware::from_fn_with_state(
+                body_limit as u64,
+                refuse_announced_oversize,
+            )),
+        )
         .route(
             "/binaries/upload",
-            post(binary_routes::upload).layer(DefaultBodyLimit::max(upload_limit)),
+            post(binary_routes::upload)
+                .layer(DefaultBodyLimit::max(upload_limit))
+                .layer(middleware::from_fn_with_state(
+                    upload_limit as u64,
+                    refuse_announced_oversize,
+                )),
         )
         .route(
             "/binaries/context/{context}",
@@ -101,8 +121,50 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .layer(DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_idle))
         .layer(middleware::from_fn(track))
         .with_state(state)
+}
+
+/// The announced length of a request body, if any.
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// 413 before reading a byte when `Content-Length` is over the route's limit.
+async fn refuse_announced_oversize(State(limit): State<u64>, req: Request, next: Next) -> Response {
+    match content_length(req.headers()) {
+        Some(n) if n > limit => error_response(ApiError::PayloadTooLarge(format!(
+            "the request body ({n} bytes) is larger than {limit} bytes"
+        ))),
+        _ => next.run(req).await,
+    }
+}
+
+/// Why a request body could not be read: too large, too slow, or cut off.
+pub fn body_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>, limit: u64) -> ApiError {
+    let e: Box<dyn std::error::Error + Send + Sync> = e.into();
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
+    while let Some(c) = cause {
+        if c.is::<http_body_util::LengthLimitError>() {
+            return ApiError::PayloadTooLarge(format!(
+                "the request body is larger than {limit} bytes"
+            ));
+        }
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return ApiError::Timeout(
+                "the request body stopped arriving (body idle timeout)".into(),
+            );
+        }
+        cause = c.source();
+    }
+    ApiError::bad_input("the request body broke off")
 }
 
 /// Counts every request by route and status, with its latency.
@@ -141,20 +203,25 @@ async fn graphql(State(state): State<Arc<AppState>>, headers: HeaderMap, body: B
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
+    let max_body = state.limits.max_body_bytes as u64;
     let request = if content_type.starts_with("multipart/form-data") {
-        match multipart_request(&state, content_type, body).await {
+        let limits = multipart::MultipartLimits {
+            max_text_bytes: max_body,
+            max_file_bytes: state.binaries.config().max_bytes,
+        };
+        match multipart::read(content_type, body, &principal, &limits).await {
             Ok(r) => r,
             Err(e) => return error_response(e),
         }
     } else {
+        if let Some(n) = content_length(&headers).filter(|n| *n > max_body) {
+            return error_response(ApiError::PayloadTooLarge(format!(
+                "the request body ({n} bytes) is larger than {max_body} bytes"
+            )));
+        }
         let body = match axum::body::to_bytes(body, state.limits.max_body_bytes).await {
             Ok(b) => b,
-            Err(_) => {
-                return error_response(ApiError::PayloadTooLarge(format!(
-                    "the request body is larger than {} bytes",
-                    state.limits.max_body_bytes
-                )));
-            }
+            Err(e) => return error_response(body_error(e, max_body)),
         };
         match serde_json::from_slice::<async_graphql::Request>(&body) {
             Ok(r) => r,
@@ -181,49 +248,6 @@ async fn graphql(State(state): State<Arc<AppState>>, headers: HeaderMap, body: B
         }
     }
     Json(response).into_response()
-}
-
-/// A GraphQL multipart request (uploads): files are spooled to temporary
-/// files by the engine, never held in memory; the body is cut off at the
-/// upload limit.
-async fn multipart_request(
-    state: &AppState,
-    content_type: &str,
-    body: Body,
-) -> Result<async_graphql::Request, ApiError> {
-    use futures::{StreamExt, TryStreamExt};
-    let max = state.binaries.config().max_bytes;
-    let limit = max.saturating_add(1 << 20);
-    let mut seen = 0u64;
-    let reader = body
-        .into_data_stream()
-        .map(move |piece| match piece {
-            Ok(b) => {
-                seen += b.len() as u64;
-                if seen > limit {
-                    Err(std::io::Error::other("the request body is too large"))
-                } else {
-                    Ok(b)
-                }
-            }
-            Err(e) => Err(std::io::Error::other(e)),
-        })
-        .into_async_read();
-    let options = async_graphql::http::MultipartOptions::default()
-        .max_file_size(usize::try_from(max).unwrap_or(usize::MAX))
-        .max_num_files(4);
-    match async_graphql::http::receive_body(Some(content_type), reader, options).await {
-        Ok(r) => Ok(r),
-        Err(async_graphql::ParseRequestError::PayloadTooLarge) => Err(ApiError::PayloadTooLarge(
-            format!("an upload is larger than {max} bytes"),
-        )),
-        Err(e) if e.to_string().contains("too large") => Err(ApiError::PayloadTooLarge(format!(
-            "the request body is larger than {limit} bytes"
-        ))),
-        Err(e) => Err(ApiError::bad_input(format!(
-            "not a GraphQL multipart request: {e}"
-        ))),
-    }
 }
 
 async fn graphiql() -> Html<String> {

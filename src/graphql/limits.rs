@@ -1,0 +1,303 @@
+//! Limits that must hold before the engine looks at a query. async-graphql's
+//! recursion-depth check (run as part of parsing) and its depth and
+//! complexity rules walk every fragment spread inline, so a document whose
+//! fragments each spread the previous one twice costs 2^n steps before a
+//! resolver runs: a 1 KB query kept a core busy for minutes. This extension
+//! parses the document itself when the request is prepared, measures its
+//! expanded size once per fragment (memoised: linear in the document), refuses
+//! fragment cycles, and hands the parsed document on, so every later walk is
+//! over a document known to be small. It also puts a deadline on execution.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextPrepareRequest,
+};
+use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::{ErrorExtensionValues, Request, Response, ServerError, ServerResult, Value};
+
+/// Spreads nested inside spreads beyond this are refused outright: no real
+/// query needs it, and it keeps the measuring walk's recursion shallow.
+const MAX_SPREAD_NESTING: usize = 64;
+
+/// The bounds a document is held to, counted with every fragment expanded.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryBounds {
+    /// Selections (fields, spreads, inline fragments) after expansion: the
+    /// same budget as `--max-complexity`.
+    pub max_fields: u64,
+    /// Nesting of fields after expansion (`--max-depth`).
+    pub max_depth: u64,
+    /// How long a query may run once validated.
+    pub query_timeout: Duration,
+    /// How long a mutation may run once validated.
+    pub mutation_timeout: Duration,
+}
+
+impl ExtensionFactory for QueryBounds {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(BoundedRequest {
+            bounds: *self,
+            operations: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// One request's view: the operations its document holds, for the deadline.
+struct BoundedRequest {
+    bounds: QueryBounds,
+    operations: Mutex<Vec<(Option<String>, OperationType)>>,
+}
+
+fn refusal(message: String, code: &str) -> ServerError {
+    let mut e = ServerError::new(message, None);
+    let mut ext = ErrorExtensionValues::default();
+    ext.set("code", Value::from(code));
+    e.extensions = Some(ext);
+    e
+}
+
+#[async_trait::async_trait]
+impl Extension for BoundedRequest {
+    async fn prepare_request(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        mut request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        // Parsed here (and kept in the request), measured before anything walks it.
+        let doc = request.parsed_query()?;
+        check(doc, &self.bounds)?;
+        let ops = doc
+            .operations
+            .iter()
+            .map(|(name, op)| (name.map(|n| n.to_string()), op.node.ty))
+            .collect();
+        *self.operations.lock().unwrap_or_else(|p| p.into_inner()) = ops;
+        next.run(ctx, request).await
+    }
+
+    async fn execute(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        operation_name: Option<&str>,
+        next: NextExecute<'_>,
+    ) -> Response {
+        let ty = {
+            let ops = self.operations.lock().unwrap_or_else(|p| p.into_inner());
+            ops.iter()
+                .find(|(name, _)| operation_name.is_none() || name.as_deref() == operation_name)
+                .map_or(OperationType::Query, |(_, ty)| *ty)
+        };
+        let limit = match ty {
+            OperationType::Mutation => self.bounds.mutation_timeout,
+            _ => self.bounds.query_timeout,
+        };
+        match tokio::time::timeout(limit, next.run(ctx, operation_name)).await {
+            Ok(r) => r,
+            Err(_) => {
+                crate::metrics::graphql_error("TIMEOUT");
+                Response::from_errors(vec![refusal(
+                    format!(
+                        "the request ran longer than its limit of {:.1} s and was stopped",
+                        limit.as_secs_f64()
+                    ),
+                    "TIMEOUT",
+                )])
+            }
+        }
+    }
+}
+
+/// The expanded size of a document, each fragment measured once.
+struct Measure<'a> {
+    doc: &'a ExecutableDocument,
+    /// Fragment name -> (selections, depth) after expansion.
+    memo: HashMap<&'a str, (u64, u64)>,
+    /// Fragments being measured: meeting one again is a cycle.
+    open: Vec<&'a str>,
+}
+
+#[derive(Debug)]
+enum Refused {
+    TooDeep,
+    Cycle(String),
+}
+
+impl<'a> Measure<'a> {
+    fn selection_set(
+        &mut self,
+        set: &'a SelectionSet,
+        nesting: usize,
+    ) -> Result<(u64, u64), Refused> {
+        if nesting > MAX_SPREAD_NESTING {
+            return Err(Refused::TooDeep);
+        }
+        let (mut fields, mut depth) = (0u64, 0u64);
+        for item in &set.items {
+            let (n, d) = match &item.node {
+                Selection::Field(f) => {
+                    let (n, d) = self.selection_set(&f.node.selection_set.node, nesting + 1)?;
+                    (n.saturating_add(1), d.saturating_add(1))
+                }
+                // A spread or inline fragment is a step of every walk too.
+                Selection::InlineFragment(f) => {
+                    let (n, d) = self.selection_set(&f.node.selection_set.node, nesting + 1)?;
+                    (n.saturating_add(1), d)
+                }
+                Selection::FragmentSpread(s) => {
+                    let (n, d) = self.fragment(s.node.fragment_name.node.as_str(), nesting + 1)?;
+                    (n.saturating_add(1), d)
+                }
+            };
+            fields = fields.saturating_add(n);
+            depth = depth.max(d);
+        }
+        Ok((fields, depth))
+    }
+
+    fn fragment(&mut self, name: &'a str, nesting: usize) -> Result<(u64, u64), Refused> {
+        if let Some(m) = self.memo.get(name) {
+            return Ok(*m);
+        }
+        let Some((key, def)) = self.doc.fragments.get_key_value(name) else {
+            return Ok((0, 0)); // unknown fragment: validation reports it
+        };
+        if self.open.contains(&name) {
+            return Err(Refused::Cycle(name.to_owned()));
+        }
+        self.open.push(name);
+        let m = self.selection_set(&def.node.selection_set.node, nesting)?;
+        self.open.pop();
+        self.memo.insert(key.as_str(), m);
+        Ok(m)
+    }
+}
+
+/// Refuses a document whose expansion is larger or deeper than `bounds`.
+fn check(doc: &ExecutableDocument, bounds: &QueryBounds) -> ServerResult<()> {
+    let mut m = Measure {
+        doc,
+        memo: HashMap::new(),
+        open: Vec::new(),
+    };
+    for (_, op) in doc.operations.iter() {
+        let (fields, depth) = m
+            .selection_set(&op.node.selection_set.node, 0)
+            .map_err(|r| {
+                let message = match r {
+                    Refused::TooDeep => {
+                        format!("fragments are nested more than {MAX_SPREAD_NESTING} deep")
+                    }
+                    Refused::Cycle(name) => format!("the fragment {name} spreads itself"),
+                };
+                refusal(message, "BAD_USER_INPUT")
+            })?;
+        if fields > bounds.max_fields {
+            return Err(refusal(
+                format!(
+                    "the query has {} selections once its fragments are expanded; the limit is {}",
+                    if fields == u64::MAX {
+                        "too many".to_owned()
+                    } else {
+                        fields.to_string()
+                    },
+                    bounds.max_fields
+                ),
+                "BAD_USER_INPUT",
+            ));
+        }
+        if depth > bounds.max_depth {
+            return Err(refusal(
+                format!(
+                    "the query is {depth} fields deep once its fragments are expanded; the limit is {}",
+                    bounds.max_depth
+                ),
+                "BAD_USER_INPUT",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounds() -> QueryBounds {
+        QueryBounds {
+            max_fields: 1000,
+            max_depth: 12,
+            query_timeout: Duration::from_secs(1),
+            mutation_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn measure(q: &str) -> ServerResult<()> {
+        check(&async_graphql::parser::parse_query(q).unwrap(), &bounds())
+    }
+
+    #[test]
+    fn doubling_fragments_are_refused_by_their_expanded_size() {
+        let mut q = String::from("{portals{...F29}} fragment F0 on Category{id label}");
+        for i in 1..30 {
+            q.push_str(&format!(
+                " fragment F{i} on Category{{...F{} ...F{}}}",
+                i - 1,
+                i - 1
+            ));
+        }
+        let started = std::time::Instant::now();
+        let e = measure(&q).unwrap_err();
+        assert!(
+            e.message.contains("fragments are expanded"),
+            "{}",
+            e.message
+        );
+        // Linear, not 2^29: far below a millisecond per fragment even unoptimised.
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn ordinary_fragments_pass_and_depth_counts_through_spreads() {
+        assert!(measure("{portals{...A}} fragment A on Category{id children{...B}} fragment B on Category{id label}").is_ok());
+        let mut q = String::from("{portals{...D0}} fragment D12 on Category{id}");
+        for i in 0..12 {
+            q.push_str(&format!(
+                " fragment D{i} on Category{{children{{...D{}}}}}",
+                i + 1
+            ));
+        }
+        let e = measure(&q).unwrap_err();
+        assert!(e.message.contains("deep"), "{}", e.message);
+    }
+
+    #[test]
+    fn spreads_of_missing_fragments_count_too() {
+        let mut q = String::from("{portals{...M29}} fragment M0 on Category{...Missing}");
+        for i in 1..30 {
+            q.push_str(&format!(
+                " fragment M{i} on Category{{...M{} ...M{}}}",
+                i - 1,
+                i - 1
+            ));
+        }
+        assert!(measure(&q).unwrap_err().message.contains("expanded"));
+    }
+
+    #[test]
+    fn cycles_and_long_spread_chains_end() {
+        let e = measure(
+            "{portals{...A}} fragment A on Category{...B ...B} fragment B on Category{...A ...A}",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("spreads itself"), "{}", e.message);
+        let mut q = String::from("{portals{...C0}} fragment C100 on Category{id}");
+        for i in 0..100 {
+            q.push_str(&format!(" fragment C{i} on Category{{...C{}}}", i + 1));
+        }
+        assert!(measure(&q).unwrap_err().message.contains("nested"));
+    }
+}

@@ -1,0 +1,622 @@
+//! The hostile-input corpus: each defect a probe found (issue 16, D1-D7 and
+//! the notes after them), with a variant, against the real `kartei serve`
+//! binary on the embedded store. Each case asserts a typed answer and bounds
+//! what it cost the server: the time to the answer, and the growth of the
+//! server's peak resident memory (VmHWM), both measured here. The bounds are
+//! loose on purpose (the defects took minutes and gigabytes); they catch the
+//! defect coming back, not a slow machine.
+
+use std::io::Cursor;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::support::{SECRET, run, uid};
+
+/// What any hostile case may cost the server at most.
+const TIME_BOUND: Duration = Duration::from_secs(10);
+const MEMORY_BOUND_KIB: u64 = 96 * 1024;
+
+/// A `kartei serve` child process with short timeouts, killed on drop.
+struct Server {
+    child: Child,
+    url: String,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+    spool: std::path::PathBuf,
+    client: reqwest::Client,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn start(extra: &[&str]) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join("tmp");
+    std::fs::create_dir_all(&spool).unwrap();
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let data = dir.path().join("data");
+    let mut args: Vec<String> = [
+        "serve",
+        "--demo",
+        "--listen",
+        &addr.to_string(),
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--auth-secret",
+        SECRET,
+        "--cache-bytes",
+        "8388608",
+        "--header-timeout",
+        "2",
+        "--body-timeout",
+        "2",
+        "--request-timeout",
+        "5",
+        "--max-upload-bytes",
+        "8388608",
+        "--fetch-allow",
+        "127.0.0.2/32",
+        "--fetch-total-timeout",
+        "4",
+        "--fetch-read-timeout",
+        "3",
+        "--fetch-attempts",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let child = Command::new(env!("CARGO_BIN_EXE_kartei"))
+        .args(&args)
+        .env_remove("KARTEI_CASSANDRA")
+        .env("TMPDIR", &spool)
+        .env("KARTEI_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start kartei serve");
+    let server = Server {
+        child,
+        url: format!("http://{addr}"),
+        addr,
+        _dir: dir,
+        spool,
+        // No pooled connections: the server closes idle ones after 2 s.
+        client: reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap(),
+    };
+    for _ in 0..200 {
+        if let Ok(r) = server
+            .client
+            .get(format!("{}/healthz", server.url))
+            .send()
+            .await
+            && r.status().is_success()
+        {
+            return server;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("kartei serve did not come up");
+}
+
+impl Server {
+    fn peak_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server is running");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM")
+    }
+
+    fn token(&self, sub: &str, roles: &[&str]) -> String {
+        let claims = json!({"sub": sub, "roles": roles, "exp": jsonwebtoken::get_current_timestamp() + 3600});
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::default(),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+        )
+        .unwrap()
+    }
+
+    async fn gql(&self, query: &str, token: Option<&str>) -> (u16, Value) {
+        let mut req = self
+            .client
+            .post(format!("{}/graphql", self.url))
+            .json(&json!({ "query": query }));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.expect("an answer");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Runs one case and checks what it cost.
+    async fn case<F: std::future::Future<Output = ()>>(&self, name: &str, f: F) {
+        let before = self.peak_kib();
+        let started = Instant::now();
+        f.await;
+        let took = started.elapsed();
+        let grew = self.peak_kib().saturating_sub(before);
+        eprintln!(
+            "hostile case {name}: {:.0} ms, peak resident +{} KiB",
+            took.as_secs_f64() * 1000.0,
+            grew
+        );
+        assert!(took < TIME_BOUND, "{name} took {took:?}");
+        assert!(
+            grew < MEMORY_BOUND_KIB,
+            "{name} grew the server by {grew} KiB"
+        );
+        // And the server still answers an ordinary query.
+        let (status, r) = self.gql("{ portals { id } }", None).await;
+        assert_eq!(status, 200, "{name}: the server still serves: {r}");
+    }
+
+    fn spool_is_empty(&self) -> bool {
+        std::fs::read_dir(&self.spool).unwrap().next().is_none()
+    }
+}
+
+fn code(r: &Value) -> &str {
+    r["errors"][0]["extensions"]["code"]
+        .as_str()
+        .or_else(|| r["error"]["code"].as_str())
+        .unwrap_or_else(|| panic!("no error code in {r}"))
+}
+
+/// Sends `head` and then `body_len` bytes of `fill` in pieces, stopping when
+/// the server stops reading; returns the response text (if any came) and how
+/// many body bytes were accepted.
+async fn push_raw(addr: SocketAddr, head: &str, body_len: usize, fill: u8) -> (String, usize) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    let piece = vec![fill; 64 << 10];
+    let mut sent = 0;
+    while sent < body_len {
+        let n = piece.len().min(body_len - sent);
+        match tokio::time::timeout(Duration::from_secs(5), s.write_all(&piece[..n])).await {
+            Ok(Ok(())) => sent += n,
+            _ => break,
+        }
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut answer)).await;
+    (String::from_utf8_lossy(&answer).into_owned(), sent)
+}
+
+fn jpeg(w: u32, h: u32) -> Vec<u8> {
+    let img = image::RgbImage::from_fn(w, h, |x, y| {
+        image::Rgb([(x % 256) as u8, (y % 256) as u8, 90])
+    });
+    let mut out = Vec::new();
+    image::DynamicImage::ImageRgb8(img)
+        .write_to(&mut Cursor::new(&mut out), image::ImageFormat::Jpeg)
+        .unwrap();
+    out
+}
+
+fn form(fields: &[(&str, Option<&str>, &[u8])]) -> (String, Vec<u8>) {
+    let boundary = format!("hostile-{}", uid());
+    let mut body = Vec::new();
+    for (name, filename, data) in fields {
+        let disposition = match filename {
+            Some(f) => format!("form-data; name=\"{name}\"; filename=\"{f}\""),
+            None => format!("form-data; name=\"{name}\""),
+        };
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: {disposition}\r\n\r\n").as_bytes(),
+        );
+        body.extend_from_slice(data);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+async fn upload(srv: &Server, token: &str, context: &[u8], file: &[u8]) -> (u16, Value) {
+    let (ct, body) = form(&[("context", None, context), ("file", Some("x"), file)]);
+    let r = srv
+        .client
+        .post(format!("{}/binaries/upload", srv.url))
+        .bearer_auth(token)
+        .header("content-type", ct)
+        .body(body)
+        .send()
+        .await;
+    match r {
+        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
+        // The server may answer and close before the client has sent everything.
+        Err(_) => (0, Value::Null),
+    }
+}
+
+async fn status_of(srv: &Server, reference: &str) -> Value {
+    let q =
+        format!("{{ binary(referenceId: \"{reference}\") {{ status error logs {{ message }} }} }}");
+    srv.gql(&q, None).await.1["data"]["binary"].clone()
+}
+
+async fn settled(srv: &Server, reference: &str, bound: Duration) -> Value {
+    let started = Instant::now();
+    loop {
+        let b = status_of(srv, reference).await;
+        if b["status"] != "PROCESSING" && b["status"] != "RETRY" {
+            return b;
+        }
+        assert!(
+            started.elapsed() < bound,
+            "{reference} still {b} after {bound:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A web server on 127.0.0.2 that answers every request with one byte a second.
+async fn trickle_origin() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut head = [0u8; 4096];
+                let _ = s.read(&mut head).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: image/jpeg\r\nContent-Length: 100000\r\n\r\n\xFF")
+                    .await;
+                for _ in 0..60 {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    if s.write_all(b"\xD8").await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://127.0.0.2:{port}/slow.jpg")
+}
+
+#[test]
+fn hostile_inputs_get_bounded_typed_answers() {
+    run(async {
+        let srv = start(&[]).await;
+        let admin = srv.token("probe-admin", &["admin"]);
+
+        // D1: each fragment spreads the previous one twice (2^29 field visits).
+        srv.case("D1 fragment fan-out", async {
+            let mut q = String::from("{portals{...F29}} fragment F0 on Category{id label}");
+            for i in 1..30 {
+                q.push_str(&format!(
+                    " fragment F{i} on Category{{...F{} ...F{}}}",
+                    i - 1,
+                    i - 1
+                ));
+            }
+            let (_, r) = srv.gql(&q, None).await;
+            assert_eq!(code(&r), "BAD_USER_INPUT", "{r}");
+            assert!(
+                r["errors"][0]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("expanded")
+            );
+        })
+        .await;
+        srv.case("D1 variant: three-way fan-out through inline fragments", async {
+            let mut q = String::from("{portals{...G19}} fragment G0 on Category{id children{id}}");
+            for i in 1..20 {
+                let p = i - 1;
+                q.push_str(&format!(
+                    " fragment G{i} on Category{{...on Category{{...G{p}}} a{i}: children{{...G{p}}} ...G{p}}}"
+                ));
+            }
+            let (_, r) = srv.gql(&q, None).await;
+            assert_eq!(code(&r), "BAD_USER_INPUT", "{r}");
+        })
+        .await;
+
+        // D2: a 200 MB `operations` field, and files nobody may send.
+        srv.case("D2 oversized operations field", async {
+            let boundary = "hostile-d2";
+            let head = format!(
+                "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: 200000100\r\n\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"operations\"\r\n\r\n{{\"query\":\"{{portals{{id}}}}\",\"variables\":{{\"p\":\""
+            );
+            let (answer, sent) = push_raw(srv.addr, &head, 200_000_000, b'p').await;
+            assert!(
+                answer.starts_with("HTTP/1.1 413") || sent < 200_000_000,
+                "refused: {answer:.200} after {sent} bytes"
+            );
+            assert!(srv.spool_is_empty());
+        })
+        .await;
+        srv.case("D2 variant: an anonymous file part", async {
+            let ops = br#"{"query":"mutation($f: Upload!) { uploadBinary(file: $f, context: \"c\") { referenceId } }","variables":{"f":null}}"#;
+            let (ct, body) = form(&[
+                ("operations", None, ops),
+                ("map", None, br#"{"0":["variables.f"]}"#),
+                ("0", Some("x.jpg"), &vec![0xAB; 4 << 20]),
+            ]);
+            let r = srv.client.post(format!("{}/graphql", srv.url)).header("content-type", ct).body(body).send().await;
+            if let Ok(r) = r {
+                assert_eq!(r.status().as_u16(), 413);
+                assert_eq!(code(&r.json().await.unwrap()), "PAYLOAD_TOO_LARGE");
+            }
+            assert!(srv.spool_is_empty(), "nothing was spooled");
+        })
+        .await;
+        srv.case("D2 variant: a file for an operation without an Upload variable", async {
+            let (ct, body) = form(&[
+                ("operations", None, br#"{"query":"query($f: String) { portals { id } }","variables":{"f":null}}"#),
+                ("map", None, br#"{"0":["variables.f"]}"#),
+                ("0", Some("x.jpg"), &vec![0xAB; 4 << 20]),
+            ]);
+            let r = srv.client.post(format!("{}/graphql", srv.url)).bearer_auth(&admin).header("content-type", ct).body(body).send().await;
+            if let Ok(r) = r {
+                assert_eq!(r.status().as_u16(), 413);
+            }
+            assert!(srv.spool_is_empty(), "nothing was spooled");
+        })
+        .await;
+
+        // D7: a 200 MB context field (here 20 MB: the bound is 4 KiB).
+        srv.case("D7 oversized upload context", async {
+            let (status, r) = upload(&srv, &admin, &vec![b'c'; 20 << 20], &jpeg(8, 8)).await;
+            assert!(status == 413 || status == 0, "{status} {r}");
+            if status == 413 {
+                assert_eq!(code(&r), "PAYLOAD_TOO_LARGE");
+            }
+        })
+        .await;
+
+        // Not an image: refused from its first bytes, not after storing 8 MB.
+        srv.case("an upload that is not an image", async {
+            let (status, r) = upload(&srv, &admin, b"ctx", &vec![b'<'; 8 << 20]).await;
+            assert!(status == 400 || status == 0, "{status} {r}");
+        })
+        .await;
+
+        // A token with an empty subject would record writes as nobody's.
+        srv.case("a signed token with an empty sub", async {
+            let (status, r) = srv
+                .gql("{ portals { id } }", Some(&srv.token("", &["admin"])))
+                .await;
+            assert_eq!((status, code(&r)), (401, "UNAUTHENTICATED"), "{r}");
+            let (status, _) = srv
+                .gql("{ portals { id } }", Some(&srv.token("  ", &["admin"])))
+                .await;
+            assert_eq!(status, 401);
+        })
+        .await;
+
+        // D3: arbitrary rotation must not push the output past the caps.
+        let (status, r) = upload(&srv, &admin, b"d3", &jpeg(320, 240)).await;
+        assert_eq!(status, 201, "{r}");
+        let reference = r["referenceId"].as_str().unwrap().to_owned();
+        assert_eq!(settled(&srv, &reference, TIME_BOUND).await["status"], "OK");
+        srv.case("D3 rotation past the size caps", async {
+            for rotation in ["30", "45", "!100"] {
+                let r = srv
+                    .client
+                    .get(format!(
+                        "{}/iiif/3/{reference}/full/^10000,4000/{rotation}/default.png",
+                        srv.url
+                    ))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status().as_u16(), 400, "rotation {rotation}");
+            }
+            // 90 degrees only swaps the sides: still within the caps (and small to compute).
+            let r = srv
+                .client
+                .get(format!(
+                    "{}/iiif/3/{reference}/full/^640,/90/default.jpg",
+                    srv.url
+                ))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+        })
+        .await;
+
+        // D4: a download that trickles must not hold up an upload, and must end.
+        let slow = trickle_origin().await;
+        let r = srv
+            .client
+            .put(format!("{}/binaries", srv.url))
+            .bearer_auth(&admin)
+            .json(&json!({"url": slow, "context": "d4"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 202);
+        let slow_ref = r.json::<Value>().await.unwrap()["referenceId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        srv.case("D4 an upload beside a trickling download", async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let (status, r) = upload(&srv, &admin, b"d4", &jpeg(300, 200)).await;
+            assert_eq!(status, 201, "{r}");
+            let fresh = r["referenceId"].as_str().unwrap();
+            assert_eq!(settled(&srv, fresh, TIME_BOUND).await["status"], "OK");
+        })
+        .await;
+        srv.case("D4 the trickling download ends at its deadline", async {
+            let b = settled(&srv, &slow_ref, TIME_BOUND).await;
+            assert_eq!(b["status"], "ERROR", "{b}");
+            assert!(
+                b["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("longer than 4 s"),
+                "{b}"
+            );
+        })
+        .await;
+
+        // D6: half-sent heads are closed at the header timeout (2 s here).
+        srv.case("D6 half-sent request heads", async {
+            let mut open = Vec::new();
+            for _ in 0..50 {
+                let mut s = TcpStream::connect(srv.addr).await.unwrap();
+                s.write_all(b"POST /graphql HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                    .await
+                    .unwrap();
+                open.push(s);
+            }
+            for mut s in open {
+                let mut buf = [0u8; 256];
+                let n = tokio::time::timeout(Duration::from_secs(6), s.read(&mut buf)).await;
+                assert!(
+                    matches!(n, Ok(Ok(_)) | Ok(Err(_))),
+                    "closed by the server, not left open"
+                );
+            }
+        })
+        .await;
+        srv.case("D6 variant: a body announced as 100 GB", async {
+            let head = "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n";
+            let (answer, _) = push_raw(srv.addr, head, 0, b' ').await;
+            assert!(answer.starts_with("HTTP/1.1 413"), "{answer:.200}");
+        })
+        .await;
+        srv.case("D6 variant: a body that stops arriving", async {
+            let head = "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"query\":";
+            let (answer, _) = push_raw(srv.addr, head, 0, b' ').await;
+            assert!(answer.starts_with("HTTP/1.1 408"), "{answer:.200}");
+        })
+        .await;
+        drop(srv);
+
+        // D6: a connection bound, and the decode budget, on a server of their own.
+        let srv = start(&["--max-connections", "8", "--max-decode-bytes", "33554432"]).await;
+        let admin = srv.token("probe-admin", &["admin"]);
+        srv.case(
+            "D6 variant: more idle connections than --max-connections",
+            async {
+                let mut idle = Vec::new();
+                for _ in 0..8 {
+                    idle.push(TcpStream::connect(srv.addr).await.unwrap());
+                }
+                // The ninth waits in the backlog until the header timeout frees a slot.
+                let started = Instant::now();
+                let (status, _) = srv.gql("{ portals { id } }", None).await;
+                assert_eq!(status, 200);
+                // (No pooled connection held a slot before: the client keeps none.)
+                assert!(
+                    started.elapsed() >= Duration::from_millis(1500),
+                    "waited for a slot"
+                );
+                drop(idle);
+            },
+        )
+        .await;
+        srv.case("a decode larger than --max-decode-bytes", async {
+            // 3000 x 3000 RGBA: 36 MB of pixels, about 100 MB to decode and convert.
+            let img = image::RgbaImage::from_pixel(3000, 3000, image::Rgba([1, 2, 3, 4]));
+            let mut png = Vec::new();
+            image::DynamicImage::ImageRgba8(img)
+                .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
+                .unwrap();
+            let (status, r) = upload(&srv, &admin, b"budget", &png).await;
+            assert_eq!(status, 201, "{r}");
+            let b = settled(&srv, r["referenceId"].as_str().unwrap(), TIME_BOUND).await;
+            assert_eq!(b["status"], "ERROR", "{b}");
+            assert!(
+                b["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("--max-decode-bytes"),
+                "{b}"
+            );
+        })
+        .await;
+    });
+}
+
+/// D5: a line that is not UTF-8 is one bad line, in both importers.
+#[test]
+fn importers_skip_a_line_that_is_not_utf8_and_print_their_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let vocabulary = dir.path().join("b.ndjson");
+    std::fs::write(
+        &vocabulary,
+        b"{\"type\":\"category\",\"id\":\"c-u1\",\"parentId\":null,\"label\":\"U1\"}\n{\"type\":\"category\",\"id\":\"c-u2\",\"parentId\":null,\"label\":\"U\xff\"}\n{\"type\":\"category\",\"id\":\"c-u3\",\"parentId\":\"c-u1\",\"label\":\"U3\"}\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kartei"))
+        .args([
+            "import-vocabulary",
+            vocabulary.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+        .env_remove("KARTEI_CASSANDRA")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("b.ndjson:2: the line is not valid UTF-8"),
+        "{err}"
+    );
+    assert!(err.contains("imported 2 records (2 categories"), "{err}");
+
+    let assignments = dir.path().join("a.ndjson");
+    std::fs::write(
+        &assignments,
+        b"{\"portalId\":\"c-u1\",\"ddbId\":\"D\xfe\",\"keywordId\":\"k\",\"childCategoryId\":\"c-u3\"}\nnot json\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kartei"))
+        .args([
+            "import-assignments",
+            assignments.to_str().unwrap(),
+            "--creator",
+            "probe",
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+        .env_remove("KARTEI_CASSANDRA")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("a.ndjson:1: the line is not valid UTF-8"),
+        "{err}"
+    );
+    assert!(err.contains("a.ndjson:2: invalid record"), "{err}");
+    assert!(
+        err.contains("0 assignments created, 0 already present, 2 errors"),
+        "{err}"
+    );
+}
