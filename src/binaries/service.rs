@@ -1076,6 +1076,16 @@ impl Binaries {
         }
     }
 
+    /// Waits for one of the scaling slots.
+    async fn scale_slot(&self) -> Result<tokio::sync::OwnedSemaphorePermit, FetchError> {
+        self.inner
+            .scale_slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| FetchError::Temporary("the worker is stopping".into()))
+    }
+
     fn in_flight(&self, id: &str) -> bool {
         self.inner
             .in_flight
@@ -1182,13 +1192,7 @@ impl Binaries {
             .await;
             // The download slot goes back before this waits to be scaled.
             drop(slot);
-            slot = self
-                .inner
-                .scale_slots
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|_| FetchError::Temporary("the worker is stopping".into()))?;
+            slot = self.scale_slot().await?;
         }
         let bytes = self
             .read_all(&o)
@@ -1427,13 +1431,7 @@ impl Binaries {
             })
             .await
             .map_err(|e| temporary(e.into()))?;
-        let slot = self
-            .inner
-            .scale_slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| FetchError::Temporary("the worker is stopping".into()))?;
+        let slot = self.scale_slot().await?;
         let finished = self.work(&replacement, slot).await?;
         // The references move while the replacement still holds its lease, so
         // the collector never sees it unreferenced.

@@ -561,6 +561,19 @@ fn hostile_inputs_get_bounded_typed_answers() {
     });
 }
 
+/// Runs the `kartei` command line on the embedded store: exit code and stderr.
+fn kartei(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kartei"))
+        .args(args)
+        .env_remove("KARTEI_CASSANDRA")
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// D5: a line that is not UTF-8 is one bad line, in both importers.
 #[test]
 fn importers_skip_a_line_that_is_not_utf8_and_print_their_summary() {
@@ -572,18 +585,13 @@ fn importers_skip_a_line_that_is_not_utf8_and_print_their_summary() {
         b"{\"type\":\"category\",\"id\":\"c-u1\",\"parentId\":null,\"label\":\"U1\"}\n{\"type\":\"category\",\"id\":\"c-u2\",\"parentId\":null,\"label\":\"U\xff\"}\n{\"type\":\"category\",\"id\":\"c-u3\",\"parentId\":\"c-u1\",\"label\":\"U3\"}\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kartei"))
-        .args([
-            "import-vocabulary",
-            vocabulary.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-        ])
-        .env_remove("KARTEI_CASSANDRA")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (code, err) = kartei(&[
+        "import-vocabulary",
+        vocabulary.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("b.ndjson:2: the line is not valid UTF-8"),
         "{err}"
@@ -596,20 +604,15 @@ fn importers_skip_a_line_that_is_not_utf8_and_print_their_summary() {
         b"{\"portalId\":\"c-u1\",\"ddbId\":\"D\xfe\",\"keywordId\":\"k\",\"childCategoryId\":\"c-u3\"}\nnot json\n",
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_kartei"))
-        .args([
-            "import-assignments",
-            assignments.to_str().unwrap(),
-            "--creator",
-            "probe",
-            "--data-dir",
-            data.to_str().unwrap(),
-        ])
-        .env_remove("KARTEI_CASSANDRA")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let (code, err) = kartei(&[
+        "import-assignments",
+        assignments.to_str().unwrap(),
+        "--creator",
+        "probe",
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(1), "{err}");
     assert!(
         err.contains("a.ndjson:1: the line is not valid UTF-8"),
         "{err}"
