@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::support::{SECRET, run, uid};
+use crate::support::{
+    Engine, Faulty, SECRET, run, serve_store, store, test_binary_args, test_limits, uid,
+};
 
 /// What any hostile case may cost the server at most.
 const TIME_BOUND: Duration = Duration::from_secs(10);
@@ -622,4 +624,52 @@ fn importers_skip_a_line_that_is_not_utf8_and_print_their_summary() {
         err.contains("0 assignments created, 0 already present, 2 errors"),
         "{err}"
     );
+}
+
+/// D1's other half: a request's work is bounded in time, and dropped when
+/// its client goes away. The store here answers every read after 3 s.
+#[test]
+fn slow_requests_stop_at_their_deadline_and_when_the_client_leaves() {
+    use std::sync::atomic::Ordering::SeqCst;
+    run(async {
+        let faulty = std::sync::OnceLock::new();
+        let ts = store(Engine::Embedded).await.wrapped(|inner| {
+            let f = Faulty::new(inner);
+            let _ = faulty.set(f.clone());
+            f as kartei::store::DynStore
+        });
+        let faulty = faulty.get().unwrap().clone();
+        let limits = kartei::config::Limits {
+            request_timeout: 1,
+            ..test_limits()
+        };
+        let srv = serve_store(ts, limits, test_binary_args(), false).await;
+        *faulty.read_delay.lock().unwrap() = Some(Duration::from_secs(3));
+
+        let started = Instant::now();
+        let r = srv.gql("{ portals { id } }", json!({}), None).await;
+        assert_eq!(r["errors"][0]["extensions"]["code"], "TIMEOUT", "{r}");
+        assert!(
+            started.elapsed() < Duration::from_millis(2900),
+            "stopped at the deadline"
+        );
+
+        // A client that gives up after 300 ms: its request's reads are dropped too.
+        let abandoned = srv
+            .client
+            .post(format!("{}/graphql", srv.url))
+            .timeout(Duration::from_millis(300))
+            .json(&json!({"query": "{ portals { id } }"}))
+            .send()
+            .await;
+        assert!(abandoned.is_err(), "the client gave up");
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        let (begun, ended) = (
+            faulty.reads_begun.load(SeqCst),
+            faulty.reads_ended.load(SeqCst),
+        );
+        assert!(begun >= 2, "both requests reached the store");
+        assert_eq!(ended, 0, "no read of a stopped or abandoned request ran on");
+        *faulty.read_delay.lock().unwrap() = None;
+    });
 }

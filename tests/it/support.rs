@@ -187,7 +187,26 @@ pub async fn server_full(
     binary_args: BinaryArgs,
     worker: bool,
 ) -> TestServer {
-    let ts = store(engine).await;
+    serve_store(store(engine).await, limits, binary_args, worker).await
+}
+
+impl TestStore {
+    /// The same store seen through `wrap` (e.g. a [`Faulty`] one).
+    pub fn wrapped(self, wrap: impl FnOnce(DynStore) -> DynStore) -> TestStore {
+        TestStore {
+            store: wrap(self.store),
+            _dir: self._dir,
+        }
+    }
+}
+
+/// A test server over a given store.
+pub async fn serve_store(
+    ts: TestStore,
+    limits: Limits,
+    binary_args: BinaryArgs,
+    worker: bool,
+) -> TestServer {
     // Its own count of round trips, whatever other tests do on a shared cluster store.
     let counted: DynStore = Arc::new(Counted::new(ts.store.clone()));
     let binaries = binary_args.service(counted.clone()).expect("binaries");
@@ -308,6 +327,12 @@ pub struct Faulty {
     pub fail_apply_on: std::sync::Mutex<Vec<&'static str>>,
     /// After this many more successful `cas` calls, every `cas` fails (None: never).
     pub cas_budget: std::sync::Mutex<Option<usize>>,
+    /// Every read (get, get_many, slice) first waits this long (None: no wait).
+    pub read_delay: std::sync::Mutex<Option<std::time::Duration>>,
+    /// Delayed reads begun, and delayed reads that ran to their end (a read
+    /// whose request was dropped meanwhile never ends).
+    pub reads_begun: std::sync::atomic::AtomicUsize,
+    pub reads_ended: std::sync::atomic::AtomicUsize,
 }
 
 impl Faulty {
@@ -316,7 +341,20 @@ impl Faulty {
             inner,
             fail_apply_on: Default::default(),
             cas_budget: Default::default(),
+            read_delay: Default::default(),
+            reads_begun: Default::default(),
+            reads_ended: Default::default(),
         })
+    }
+
+    async fn slow_read(&self) {
+        let delay = *self.read_delay.lock().unwrap();
+        if let Some(d) = delay {
+            use std::sync::atomic::Ordering::SeqCst;
+            self.reads_begun.fetch_add(1, SeqCst);
+            tokio::time::sleep(d).await;
+            self.reads_ended.fetch_add(1, SeqCst);
+        }
     }
 }
 
@@ -330,6 +368,7 @@ impl Store for Faulty {
         self.inner.engine()
     }
     async fn get(&self, table: &'static Table, key: &[KValue]) -> Result<Option<Row>, StoreError> {
+        self.slow_read().await;
         self.inner.get(table, key).await
     }
     async fn get_many(
@@ -337,9 +376,11 @@ impl Store for Faulty {
         table: &'static Table,
         keys: &[Vec<KValue>],
     ) -> Result<Vec<Option<Row>>, StoreError> {
+        self.slow_read().await;
         self.inner.get_many(table, keys).await
     }
     async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError> {
+        self.slow_read().await;
         self.inner.slice(table, slice).await
     }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
