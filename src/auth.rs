@@ -2,13 +2,23 @@
 //! `sub` is the creator recorded on writes; `roles` grants what DESIGN.md lists.
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::config::AuthArgs;
 use crate::error::ApiError;
+
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct AuthArgs {
+    /// HS256 secret for bearer tokens. In embedded mode a secret is generated
+    /// into the data directory when none is given.
+    #[arg(long, env = "KARTEI_AUTH_SECRET", hide_env_values = true)]
+    pub auth_secret: Option<String>,
+    /// PEM file with an RS256 public key: tokens are then verified with it (and the secret is not used).
+    #[arg(long, env = "KARTEI_AUTH_PUBLIC_KEY", conflicts_with = "auth_secret")]
+    pub auth_public_key: Option<PathBuf>,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
@@ -81,6 +91,32 @@ impl Principal {
             Err(ApiError::Forbidden(
                 roles.first().map_or("admin", |r| r.name()),
             ))
+        }
+    }
+}
+
+/// What reading a request's bearer token gave: put into the request's
+/// extensions once by the HTTP layer (`Err` is why the token is refused).
+#[derive(Clone, Debug)]
+pub struct Authenticated(pub Result<Principal, String>);
+
+/// The caller of a REST route, from [`Authenticated`]: a refused token is a 401.
+pub struct Caller(pub Principal);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<Authenticated>() {
+            Some(Authenticated(Ok(p))) => Ok(Caller(p.clone())),
+            Some(Authenticated(Err(m))) => Err(ApiError::InvalidToken(m.clone())),
+            None => {
+                tracing::error!("a route that needs its caller is served without authentication");
+                Err(ApiError::Internal)
+            }
         }
     }
 }

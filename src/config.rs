@@ -1,10 +1,14 @@
 //! One typed configuration: command-line flags, each also readable from a
 //! `KARTEI_*` environment variable. Contradictions are refused by clap (exit 2).
+//! This module only parses; `app` builds what the flags describe.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+pub use crate::auth::AuthArgs;
+pub use crate::store::StoreConfig;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -78,17 +82,6 @@ fn parse_env(s: &str) -> Result<String, String> {
     } else {
         Err("use 1 to 32 lowercase letters, digits or underscores".into())
     }
-}
-
-#[derive(Args, Debug, Clone, Default)]
-pub struct AuthArgs {
-    /// HS256 secret for bearer tokens. In embedded mode a secret is generated
-    /// into the data directory when none is given.
-    #[arg(long, env = "KARTEI_AUTH_SECRET", hide_env_values = true)]
-    pub auth_secret: Option<String>,
-    /// PEM file with an RS256 public key: tokens are then verified with it (and the secret is not used).
-    #[arg(long, env = "KARTEI_AUTH_PUBLIC_KEY", conflicts_with = "auth_secret")]
-    pub auth_public_key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -189,50 +182,6 @@ impl Default for BinaryArgs {
     }
 }
 
-impl BinaryArgs {
-    /// The binaries service these settings describe.
-    pub fn service(
-        &self,
-        store: crate::store::DynStore,
-    ) -> anyhow::Result<crate::binaries::service::Binaries> {
-        use crate::binaries::fetch::{FetchLimits, FetchPolicy, Fetcher};
-        use std::time::Duration;
-        let fetcher = Fetcher::new(
-            FetchPolicy {
-                allow: self.fetch_allow.clone(),
-            },
-            FetchLimits {
-                max_bytes: self.max_upload_bytes,
-                connect_timeout: Duration::from_secs(self.fetch_connect_timeout),
-                read_timeout: Duration::from_secs(self.fetch_read_timeout),
-                total_timeout: Duration::from_secs(self.fetch_total_timeout.max(1)),
-                min_rate: self.fetch_min_rate,
-                max_redirects: self.fetch_max_redirects,
-            },
-        )?;
-        let config = crate::binaries::service::BinaryConfig {
-            max_bytes: self.max_upload_bytes,
-            imaging: crate::binaries::imaging::ImagingLimits {
-                max_pixels: self.max_pixels,
-                jpeg_quality: self.jpeg_quality,
-            },
-            max_attempts: self.fetch_attempts.max(1),
-            retry_base: Duration::from_secs(self.fetch_retry_delay),
-            gc_grace: Duration::from_secs(self.gc_grace),
-            public_url: self
-                .public_url
-                .as_ref()
-                .map(|u| u.trim_end_matches('/').to_owned()),
-            iiif_cache_bytes: self.iiif_cache_bytes,
-            downloads: self.fetch_concurrency.max(1),
-            max_decode_bytes: self.max_decode_bytes,
-        };
-        Ok(crate::binaries::service::Binaries::new(
-            store, config, fetcher,
-        ))
-    }
-}
-
 #[derive(Args, Debug, Clone)]
 pub struct RecheckArgs {
     #[command(flatten)]
@@ -280,17 +229,6 @@ pub struct Limits {
     /// Seconds a request body may pause between two pieces before the request is refused.
     #[arg(long, env = "KARTEI_BODY_TIMEOUT", default_value_t = 30)]
     pub body_timeout: u64,
-}
-
-impl Limits {
-    /// The bounds of the connection loop these limits describe.
-    pub fn connections(&self) -> crate::http::ConnectionLimits {
-        crate::http::ConnectionLimits {
-            max_connections: self.max_connections,
-            header_timeout: std::time::Duration::from_secs(self.header_timeout.max(1)),
-            drain: std::time::Duration::from_secs(30),
-        }
-    }
 }
 
 impl Default for Limits {
@@ -362,16 +300,6 @@ pub struct TokenArgs {
     /// Data directory whose generated secret to use when no --auth-secret is given.
     #[arg(long, env = "KARTEI_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
-}
-
-/// Where the store lives, resolved from [`StoreArgs`].
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    pub data_dir: PathBuf,
-    pub cache_bytes: usize,
-    pub cassandra: Option<Vec<String>>,
-    pub env: String,
-    pub replication: String,
 }
 
 impl From<&StoreArgs> for StoreConfig {

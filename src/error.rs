@@ -117,4 +117,15 @@ impl From<ApiError> for async_graphql::Error {
     }
 }
 
+/// The REST shape of an error: `{"error": {"code", "message"}}` with the code's status.
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> axum::response::Response {
+        crate::metrics::graphql_error(self.code());
+        let status = axum::http::StatusCode::from_u16(self.status())
+            .unwrap_or(axum::http::StatusCode::BAD_REQUEST);
+        let body = serde_json::json!({"error": {"code": self.code(), "message": self.message()}});
+        (status, axum::Json(body)).into_response()
+    }
+}
+
 pub type ApiResult<T> = Result<T, ApiError>;

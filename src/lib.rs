@@ -2,9 +2,12 @@
 //! keyword vocabulary. The library builds everything (config -> store ->
 //! schema -> router); `main.rs` only parses the command line.
 
+pub mod app;
 pub mod assignments;
 pub mod auth;
 pub mod binaries;
+pub mod bounds;
+pub mod common;
 pub mod config;
 pub mod error;
 pub mod graphql;
@@ -24,23 +27,6 @@ pub const CQL_FILES: &[(&str, &str)] = &[
 
 /// The demo vocabulary loaded by `serve --demo`.
 pub const DEMO_VOCABULARY: &str = include_str!("../demo/vocabulary.ndjson");
-
-/// Splits a .cql file into statements (dropping `--` comments).
-pub fn cql_statements(text: &str) -> Vec<String> {
-    let without_comments: String = text
-        .lines()
-        .map(|l| match l.find("--") {
-            Some(i) => &l[..i],
-            None => l,
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    without_comments
-        .split(';')
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
 
 /// Every declared table, for schema checks and maintenance.
 pub fn tables() -> Vec<&'static store::Table> {

@@ -124,13 +124,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let token = auth.mint("local-admin", &["admin".to_owned()], 30 * 24 * 3600)?;
         eprintln!("admin token for local use (30 days):\n  Authorization: Bearer {token}");
     }
-    let binaries = args.binaries.service(store.clone())?;
+    let binaries = kartei::app::binaries(&args.binaries, store.clone())?;
     binaries.spawn_worker(
         std::time::Duration::from_secs(2),
         std::time::Duration::from_secs(300),
     );
-    let connections = args.limits.connections();
-    let state = kartei::http::AppState::new(store, auth, args.limits.clone(), binaries);
+    let connections = kartei::app::connections(&args.limits);
+    let app = kartei::app::App::new(store, auth, args.limits.clone(), binaries);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| usage(format!("cannot listen on {}: {e}", args.listen)))?;
@@ -144,13 +144,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "cluster".into()
         }
     );
-    kartei::http::serve(
-        listener,
-        kartei::http::router(state),
-        connections,
-        shutdown(),
-    )
-    .await;
+    kartei::http::serve(listener, app.router(), connections, shutdown()).await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -244,11 +238,13 @@ async fn repair_views(args: RepairArgs) -> anyhow::Result<ExitCode> {
 
 async fn gc_binaries(args: GcArgs) -> anyhow::Result<ExitCode> {
     let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
-    let binaries = BinaryArgs {
-        gc_grace: args.gc_grace,
-        ..Default::default()
-    }
-    .service(store)?;
+    let binaries = kartei::app::binaries(
+        &BinaryArgs {
+            gc_grace: args.gc_grace,
+            ..Default::default()
+        },
+        store,
+    )?;
     let report = binaries
         .collect_garbage()
         .await
@@ -262,7 +258,7 @@ async fn gc_binaries(args: GcArgs) -> anyhow::Result<ExitCode> {
 
 async fn recheck_binaries(args: RecheckArgs) -> anyhow::Result<ExitCode> {
     let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
-    let binaries = args.binaries.service(store)?;
+    let binaries = kartei::app::binaries(&args.binaries, store)?;
     let r = binaries
         .recheck()
         .await

@@ -7,7 +7,7 @@ use async_graphql::{Context, ID, InputObject, Object, OutputType, Result, Simple
 use super::model::{self, AssignmentKey, AssignmentStatus, AssignmentType};
 use super::service::{AssignmentPage, Assignments, SuggestInput, Suggester};
 use crate::auth::Principal;
-use crate::graphql::page_size;
+use crate::common::page_size;
 use crate::themes::graphql::{Category, Keyword, loaders};
 
 fn assignments<'a>(ctx: &Context<'a>) -> &'a Assignments {

@@ -66,7 +66,7 @@ pub async fn import(
     let started = Instant::now();
     let who = Suggester::machine(creator);
     let mut report = ImportReport::default();
-    if let Err(e) = crate::themes::service::check_id("creator", creator) {
+    if let Err(e) = crate::common::check_id("creator", creator) {
         report.errors.push((0, e.message()));
         return Ok(report);
     }

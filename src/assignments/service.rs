@@ -18,10 +18,11 @@ use std::collections::BTreeSet;
 
 use super::model::*;
 use crate::auth::{Principal, Role};
+use crate::common::{Clock, bounded, check_id};
 use crate::error::{ApiError, ApiResult};
 use crate::store::buckets::{all_buckets, merged_slice};
 use crate::store::{Bound, Cas, Condition, DynStore, Mutation, Row, Slice, Value};
-use crate::themes::service::{Themes, bounded, check_id, now_rfc3339};
+use crate::themes::service::Themes;
 
 /// Keys one `transitionAssignments` call may name.
 pub const MAX_KEYS: usize = 500;
@@ -154,6 +155,7 @@ fn conflict(current: &Assignment, what: &str) -> ApiError {
 pub struct Assignments {
     store: DynStore,
     themes: Themes,
+    clock: Clock,
 }
 
 impl Assignments {
@@ -161,6 +163,16 @@ impl Assignments {
         Assignments {
             themes: Themes::new(store.clone()),
             store,
+            clock: Clock::system(),
+        }
+    }
+
+    /// The same service reading time from `clock`.
+    pub fn with_clock(self, clock: Clock) -> Self {
+        Assignments {
+            themes: self.themes.with_clock(clock.clone()),
+            clock,
+            ..self
         }
     }
 
@@ -221,7 +233,7 @@ impl Assignments {
                 key.keyword_id, key.portal_id
             )));
         }
-        let now = now_rfc3339();
+        let now = self.clock.rfc3339();
         let assignment = Assignment {
             key,
             child_category_id: child_id,
@@ -301,7 +313,7 @@ impl Assignments {
         to: AssignmentStatus,
         enqueue: bool,
     ) -> ApiResult<Assignment> {
-        let now = now_rfc3339();
+        let now = self.clock.rfc3339();
         if enqueue && matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published) {
             self.store
                 .apply(vec![Mutation::upsert(queue_row(&key.ddb_id, &now))])
@@ -514,7 +526,7 @@ impl Assignments {
                 let run = ReleaseRun {
                     portal_id: portal_id.to_owned(),
                     successful: true,
-                    time: now_rfc3339(),
+                    time: self.clock.rfc3339(),
                     published,
                     message: None,
                 };
@@ -525,7 +537,7 @@ impl Assignments {
                 let run = ReleaseRun {
                     portal_id: portal_id.to_owned(),
                     successful: false,
-                    time: now_rfc3339(),
+                    time: self.clock.rfc3339(),
                     published: 0,
                     message: Some(format!("{}: {}", e.code(), e.message())),
                 };
@@ -550,7 +562,7 @@ impl Assignments {
                     after,
                 )
                 .await?;
-            let now = now_rfc3339();
+            let now = self.clock.rfc3339();
             let ids: BTreeSet<&str> = page
                 .items
                 .iter()

@@ -6,8 +6,8 @@ use async_graphql::{Context, ID, Object, Result, SimpleObject, Upload};
 use super::model::{BinaryStatus, DERIVATIVES, Original, Reference};
 use super::service::{Binaries, CHUNK, Registered};
 use crate::auth::{Principal, Role};
+use crate::common::page_size;
 use crate::error::ApiError;
-use crate::graphql::page_size;
 
 fn binaries<'a>(ctx: &Context<'a>) -> &'a Binaries {
     ctx.data_unchecked::<Binaries>()

@@ -1,22 +1,69 @@
 //! The REST surface of seed 001: register by URL, upload, serve originals
 //! (streamed, with ETag, conditional GET and byte ranges) and the four scaled
-//! JPEGs, delete by reference or context, and the logs of a context.
+//! JPEGs, delete by reference or context, and the logs of a context; and the
+//! IIIF Image API. `routes()` is merged into the server's router; handlers
+//! take the service and the caller through axum's `FromRef` and extensions.
 
-use std::sync::Arc;
-
-use axum::Json;
 use axum::body::Body;
-use axum::extract::{Multipart, Path, State};
+use axum::extract::{DefaultBodyLimit, FromRef, Multipart, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post, put};
+use axum::{Json, Router};
 use futures::StreamExt as _;
 use serde::Deserialize;
 
 use super::model::{BinaryStatus, DERIVATIVES, Original};
 use super::service::{Binaries, CHUNK};
-use crate::auth::Role;
+use crate::auth::{Caller, Role};
+use crate::bounds::refuse_announced_oversize;
 use crate::error::ApiError;
-use crate::http::AppState;
+
+/// The REST and IIIF routes of binaries, for any router state that can give a
+/// [`Binaries`]. `max_body` bounds the JSON of a registration; uploads may
+/// be `max_upload` bytes (plus room for the form around the file).
+pub fn routes<S>(max_body: u64, max_upload: u64) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Binaries: FromRef<S>,
+{
+    let upload_limit = max_upload.saturating_add(1 << 20);
+    Router::new()
+        .route(
+            "/binaries",
+            put(register).layer(middleware::from_fn_with_state(
+                max_body,
+                refuse_announced_oversize,
+            )),
+        )
+        .route(
+            "/binaries/upload",
+            post(upload)
+                .layer(DefaultBodyLimit::max(
+                    usize::try_from(upload_limit).unwrap_or(usize::MAX),
+                ))
+                .layer(middleware::from_fn_with_state(
+                    upload_limit,
+                    refuse_announced_oversize,
+                )),
+        )
+        .route("/binaries/context/{context}", delete(delete_context))
+        .route("/binaries/reference/{reference}", delete(delete_reference))
+        .route("/binary/logs/{context}", get(context_logs))
+        .route("/binary/{reference}", get(original))
+        .route("/binary/{reference}/full/{size}/default.jpg", get(scaled))
+        .merge(
+            Router::new()
+                .route("/iiif/3/{reference}", get(iiif_base))
+                .route("/iiif/3/{reference}/info.json", get(iiif_info))
+                .route(
+                    "/iiif/3/{reference}/{region}/{size}/{rotation}/{quality}",
+                    get(iiif_image),
+                )
+                .layer(middleware::map_response(cors)),
+        )
+}
 
 /// A JSON error: `{"error": {"code", "message"}}` with the code's HTTP status,
 /// and `Retry-After` when the thing asked for is still being made.
@@ -36,14 +83,7 @@ impl From<ApiError> for RestError {
 
 impl IntoResponse for RestError {
     fn into_response(self) -> Response {
-        let e = self.error;
-        crate::metrics::graphql_error(e.code());
-        let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
-        let mut r = (
-            status,
-            Json(serde_json::json!({"error": {"code": e.code(), "message": e.message()}})),
-        )
-            .into_response();
+        let mut r = self.error.into_response();
         if self.retry_after {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
@@ -53,14 +93,6 @@ impl IntoResponse for RestError {
 }
 
 type RestResult<T> = Result<T, RestError>;
-
-fn require(state: &AppState, headers: &HeaderMap, roles: &[Role]) -> Result<(), ApiError> {
-    let auth_header = headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or("invalid"));
-    state.auth.principal(auth_header)?.require_any(roles)?;
-    Ok(())
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -72,14 +104,13 @@ pub struct RegisterBody {
 
 /// `PUT /binaries` (machine or admin): 202 with `{referenceId, originalId, status}`.
 pub async fn register(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    State(binaries): State<Binaries>,
+    Caller(caller): Caller,
     body: Result<Json<RegisterBody>, axum::extract::rejection::JsonRejection>,
 ) -> RestResult<Response> {
-    require(&state, &headers, &[Role::Machine, Role::Admin])?;
+    caller.require_any(&[Role::Machine, Role::Admin])?;
     let Json(body) = body.map_err(|e| ApiError::bad_input(e.body_text()))?;
-    let r = state
-        .binaries
+    let r = binaries
         .register_url(&body.url, &body.context, body.mime)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(r)).into_response())
@@ -88,24 +119,24 @@ pub async fn register(
 /// `POST /binaries/upload` (machine or admin), multipart with a `context` field
 /// and a `file` field; the file streams into storage.
 pub async fn upload(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
+    State(binaries): State<Binaries>,
+    Caller(caller): Caller,
     multipart: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> RestResult<Response> {
-    require(&state, &headers, &[Role::Machine, Role::Admin])?;
+    caller.require_any(&[Role::Machine, Role::Admin])?;
     let mut multipart = multipart.map_err(|e| ApiError::bad_input(e.body_text()))?;
     let mut context: Option<String> = None;
     loop {
         let field = multipart
             .next_field()
             .await
-            .map_err(|e| multipart_error(e, &state.binaries))?;
+            .map_err(|e| multipart_error(e, &binaries))?;
         let Some(field) = field else {
             return Err(ApiError::bad_input("the form has no `file` field").into());
         };
         match field.name() {
             Some("context") => {
-                context = Some(bounded_text(field, MAX_TEXT_FIELD, &state.binaries).await?);
+                context = Some(bounded_text(field, MAX_TEXT_FIELD, &binaries).await?);
             }
             Some("file") => {
                 let Some(context) = context.take() else {
@@ -114,7 +145,6 @@ pub async fn upload(
                     )
                     .into());
                 };
-                let binaries = state.binaries.clone();
                 let stream = futures::stream::unfold(field, |mut f| async move {
                     match f.chunk().await {
                         Ok(Some(b)) => Some((Ok(b), f)),
@@ -172,8 +202,8 @@ fn multipart_error(e: axum::extract::multipart::MultipartError, b: &Binaries) ->
 
 /// 404 for an unknown reference; 404 with `Retry-After` while it is processing
 /// or waiting for a retry; 404 for one that failed (its logs say why).
-async fn servable(state: &AppState, reference: &str) -> RestResult<Original> {
-    let Some((_, o)) = state.binaries.resolve(reference).await? else {
+async fn servable(binaries: &Binaries, reference: &str) -> RestResult<Original> {
+    let Some((_, o)) = binaries.resolve(reference).await? else {
         return Err(ApiError::NotFound(format!("binary {reference}")).into());
     };
     match o.status {
@@ -233,22 +263,22 @@ fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64, u64)>, ()>
 
 /// `GET /binary/{ref}`: the original, streamed chunk by chunk.
 pub async fn original(
-    State(state): State<Arc<AppState>>,
+    State(binaries): State<Binaries>,
     Path(reference): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    match serve_original(&state, &reference, &headers).await {
+    match serve_original(&binaries, &reference, &headers).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
 async fn serve_original(
-    state: &AppState,
+    binaries: &Binaries,
     reference: &str,
     headers: &HeaderMap,
 ) -> RestResult<Response> {
-    let o = servable(state, reference).await?;
+    let o = servable(binaries, reference).await?;
     let size = o.size.unwrap_or(0).max(0) as u64;
     let etag = format!("\"{}\"", o.checksum.clone().unwrap_or_default());
     let mime = o
@@ -292,7 +322,7 @@ async fn serve_original(
     } else {
         (end / chunk) as i32
     };
-    let binaries = state.binaries.clone();
+    let binaries = binaries.clone();
     let id = o.id.clone();
     let body = futures::stream::iter(first..=last).then(move |p| {
         let binaries = binaries.clone();
@@ -318,7 +348,7 @@ fn header_value(s: &str) -> HeaderValue {
 /// `GET /binary/{ref}/full/{size}/default.jpg` with size `!800,600`,
 /// `!440,330`, `!140,105` or `!116,87`: a stored derivative.
 pub async fn scaled(
-    State(state): State<Arc<AppState>>,
+    State(binaries): State<Binaries>,
     Path((reference, size)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
@@ -332,7 +362,7 @@ pub async fn scaled(
                     "size {size} (stored sizes: !800,600, !440,330, !140,105, !116,87)"
                 ))
             })?;
-        let o = servable(&state, &reference).await?;
+        let o = servable(&binaries, &reference).await?;
         let etag = format!(
             "\"{}-{}\"",
             o.checksum.clone().unwrap_or_default(),
@@ -347,8 +377,7 @@ pub async fn scaled(
         if etag_matches(&headers, &etag) {
             return Ok::<_, RestError>((StatusCode::NOT_MODIFIED, h).into_response());
         }
-        let data = state
-            .binaries
+        let data = binaries
             .derivative(&o.id, table)
             .await?
             .ok_or_else(|| ApiError::NotFound(format!("derivative {size} of {reference}")))?;
@@ -363,32 +392,32 @@ pub async fn scaled(
 
 /// `DELETE /binaries/reference/{ref}` (admin).
 pub async fn delete_reference(
-    State(state): State<Arc<AppState>>,
+    State(binaries): State<Binaries>,
+    Caller(caller): Caller,
     Path(reference): Path<String>,
-    headers: HeaderMap,
 ) -> RestResult<Response> {
-    require(&state, &headers, &[Role::Admin])?;
-    state.binaries.delete_reference(&reference).await?;
+    caller.require(Role::Admin)?;
+    binaries.delete_reference(&reference).await?;
     Ok(Json(serde_json::json!({"deleted": 1})).into_response())
 }
 
 /// `DELETE /binaries/context/{context}` (admin).
 pub async fn delete_context(
-    State(state): State<Arc<AppState>>,
+    State(binaries): State<Binaries>,
+    Caller(caller): Caller,
     Path(context): Path<String>,
-    headers: HeaderMap,
 ) -> RestResult<Response> {
-    require(&state, &headers, &[Role::Admin])?;
-    let n = state.binaries.delete_context(&context).await?;
+    caller.require(Role::Admin)?;
+    let n = binaries.delete_context(&context).await?;
     Ok(Json(serde_json::json!({"deleted": n})).into_response())
 }
 
 /// `GET /binary/logs/{context}`: every log line of every reference of a context.
 pub async fn context_logs(
-    State(state): State<Arc<AppState>>,
+    State(binaries): State<Binaries>,
     Path(context): Path<String>,
 ) -> RestResult<Response> {
-    let lines = state.binaries.context_logs(&context).await?;
+    let lines = binaries.context_logs(&context).await?;
     let out: Vec<serde_json::Value> = lines
         .into_iter()
         .map(|(r, t, m)| {
@@ -424,8 +453,8 @@ pub async fn iiif_base(Path(reference): Path<String>) -> Response {
         .into_response()
 }
 
-fn base_url(state: &AppState, headers: &HeaderMap) -> String {
-    match &state.binaries.config().public_url {
+fn base_url(binaries: &Binaries, headers: &HeaderMap) -> String {
+    match &binaries.config().public_url {
         Some(u) => u.clone(),
         None => {
             let host = headers
@@ -443,11 +472,11 @@ fn base_url(state: &AppState, headers: &HeaderMap) -> String {
 
 /// `GET /iiif/3/{ref}/info.json`: the image's description (JSON-LD when asked for).
 pub async fn iiif_info(
-    State(state): State<Arc<AppState>>,
+    State(binaries): State<Binaries>,
     Path(reference): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let o = match servable(&state, &reference).await {
+    let o = match servable(&binaries, &reference).await {
         Ok(o) => o,
         Err(e) => return e.into_response(),
     };
@@ -463,7 +492,7 @@ pub async fn iiif_info(
     sizes.dedup();
     let info = serde_json::json!({
         "@context": IIIF_CONTEXT,
-        "id": format!("{}/iiif/3/{reference}", base_url(&state, &headers)),
+        "id": format!("{}/iiif/3/{reference}", base_url(&binaries, &headers)),
         "type": "ImageService3",
         "protocol": "http://iiif.io/api/image",
         "profile": "level2",
@@ -506,7 +535,7 @@ pub async fn iiif_info(
 
 /// `GET /iiif/3/{ref}/{region}/{size}/{rotation}/{quality}.{format}`.
 pub async fn iiif_image(
-    State(state): State<Arc<AppState>>,
+    State(binaries): State<Binaries>,
     Path((reference, region, size, rotation, qf)): Path<(String, String, String, String, String)>,
     headers: HeaderMap,
 ) -> Response {
@@ -515,7 +544,7 @@ pub async fn iiif_image(
         Ok(r) => r,
         Err(e) => return iiif_error(e),
     };
-    let o = match servable(&state, &reference).await {
+    let o = match servable(&binaries, &reference).await {
         Ok(o) => o,
         Err(e) => return e.into_response(),
     };
@@ -528,7 +557,7 @@ pub async fn iiif_image(
     if etag_matches(&headers, &etag) {
         return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
     }
-    match state.binaries.iiif_image(&o, &req, &key).await {
+    match binaries.iiif_image(&o, &req, &key).await {
         Ok(bytes) => (
             [
                 (header::CONTENT_TYPE, req.format.mime().to_owned()),
@@ -538,7 +567,7 @@ pub async fn iiif_image(
                     header::LINK,
                     format!(
                         "<{}/iiif/3/{reference}/{key}>; rel=\"canonical\"",
-                        base_url(&state, &headers)
+                        base_url(&binaries, &headers)
                     ),
                 ),
             ],

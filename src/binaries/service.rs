@@ -24,10 +24,10 @@ use tokio::sync::Notify;
 use super::fetch::{FetchError, Fetched, Fetcher, Validators, check_host_now, check_url};
 use super::imaging::{self, ImagingLimits};
 use super::model::*;
+use crate::common::{Clock, check_id, parse_time, random_id};
 use crate::error::{ApiError, ApiResult};
 use crate::store::buckets::{all_buckets, bucket_of, merged_slice};
 use crate::store::{Cas, Condition, DynStore, Mutation, Page, Row, Slice, Table, Value};
-use crate::themes::service::check_id;
 
 /// Chunk size of stored originals.
 pub const CHUNK: usize = 1 << 20;
@@ -118,50 +118,11 @@ struct Inner {
     /// Originals this process is working on (a pass skips them).
     in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
     decode_budget: imaging::DecodeBudget,
+    clock: Clock,
 }
 
 /// Scaling runs on the blocking pool; more at once than cores only adds memory.
 const SCALE_SLOTS: usize = 2;
-
-/// A random URL-safe id of `n` base62 characters (about 5.95 bits each).
-pub fn random_id(n: usize) -> String {
-    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-    let mut out = String::with_capacity(n);
-    while out.len() < n {
-        let mut buf = [0u8; 32];
-        getrandom::fill(&mut buf).expect("the OS has randomness");
-        for b in buf {
-            // 248 = 4 × 62: reject the rest so every character is equally likely.
-            if b < 248 && out.len() < n {
-                out.push(ALPHABET[(b % 62) as usize] as char);
-            }
-        }
-    }
-    out
-}
-
-/// Now, RFC 3339 with nanoseconds (sorts as text within one offset, UTC).
-pub fn now_precise() -> String {
-    time::OffsetDateTime::now_utc()
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
-
-fn parse_time(s: &str) -> Option<time::OffsetDateTime> {
-    time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()
-}
-
-fn later(d: Duration) -> String {
-    (time::OffsetDateTime::now_utc() + d)
-        .format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
-}
-
-/// A fresh `touched` token: the time (for the collector's grace period) and
-/// randomness (so two touches in the same nanosecond still differ).
-fn touch_token() -> String {
-    format!("{}#{}", now_precise(), random_id(6))
-}
 
 fn touched_at(token: &str) -> Option<time::OffsetDateTime> {
     parse_time(token.split('#').next().unwrap_or_default())
@@ -274,6 +235,16 @@ fn hex(bytes: &[u8]) -> String {
 
 impl Binaries {
     pub fn new(store: DynStore, config: BinaryConfig, fetcher: Fetcher) -> Self {
+        Self::with_clock(store, config, fetcher, Clock::system())
+    }
+
+    /// A service reading time from `clock` (tests of leases and grace periods).
+    pub fn with_clock(
+        store: DynStore,
+        config: BinaryConfig,
+        fetcher: Fetcher,
+        clock: Clock,
+    ) -> Self {
         Binaries {
             inner: Arc::new(Inner {
                 store,
@@ -286,8 +257,23 @@ impl Binaries {
                 scale_slots: Arc::new(tokio::sync::Semaphore::new(SCALE_SLOTS)),
                 in_flight: Default::default(),
                 decode_budget: imaging::DecodeBudget::new(config.max_decode_bytes),
+                clock,
             }),
         }
+    }
+
+    fn now(&self) -> String {
+        self.inner.clock.precise()
+    }
+
+    fn later(&self, d: Duration) -> String {
+        self.inner.clock.after(d)
+    }
+
+    /// A fresh `touched` token: the time (for the collector's grace period) and
+    /// randomness (so two touches in the same nanosecond still differ).
+    fn touch_token(&self) -> String {
+        format!("{}#{}", self.now(), random_id(6))
     }
 
     fn store(&self) -> &DynStore {
@@ -453,7 +439,7 @@ impl Binaries {
         if reference_ids.is_empty() {
             return Ok(());
         }
-        let now = now_precise();
+        let now = self.now();
         let batch = reference_ids
             .iter()
             .map(|r| {
@@ -590,7 +576,7 @@ impl Binaries {
             id: random_id(16),
             original_id: String::new(),
             context: context.to_owned(),
-            created: now_precise(),
+            created: self.now(),
         };
         for _ in 0..8 {
             let current = self
@@ -674,9 +660,9 @@ impl Binaries {
             status: Some(BinaryStatus::Processing),
             url: Some(url.to_owned()),
             mime,
-            created: Some(now_precise()),
-            touched: Some(touch_token()),
-            next_attempt: Some(now_precise()),
+            created: Some(self.now()),
+            touched: Some(self.touch_token()),
+            next_attempt: Some(self.now()),
             ..Default::default()
         };
         let created = self
@@ -696,7 +682,7 @@ impl Binaries {
                             .set("original_id", id)
                             .set("url", url),
                     ),
-                    Mutation::upsert(pending_row(id, &now_precise())),
+                    Mutation::upsert(pending_row(id, &self.now())),
                 ])
                 .await?;
         }
@@ -720,7 +706,7 @@ impl Binaries {
             let outcome = self
                 .store()
                 .cas(Cas {
-                    row: original_update(&r.original_id).set("touched", touch_token()),
+                    row: original_update(&r.original_id).set("touched", self.touch_token()),
                     condition: Condition::Equals(vec![("status", Some(status.as_str().into()))]),
                     ttl: None,
                 })
@@ -762,10 +748,10 @@ impl Binaries {
         let o = Original {
             id: id.clone(),
             status: Some(BinaryStatus::Processing),
-            created: Some(now_precise()),
-            touched: Some(touch_token()),
+            created: Some(self.now()),
+            touched: Some(self.touch_token()),
             // The upload's lease: the collector leaves it alone meanwhile.
-            next_attempt: Some(later(UPLOAD_LEASE)),
+            next_attempt: Some(self.later(UPLOAD_LEASE)),
             ..Default::default()
         };
         self.store()
@@ -836,7 +822,7 @@ impl Binaries {
             id: random_id(16),
             original_id: id.clone(),
             context: context.to_owned(),
-            created: now_precise(),
+            created: self.now(),
         };
         // Identical bytes stored before: reference those instead.
         if let Some(existing) = self.by_checksum(&received.checksum).await?
@@ -872,7 +858,7 @@ impl Binaries {
         let Some(o) = self.attach(&reference).await? else {
             return Err(ApiError::Unavailable);
         };
-        let now = now_precise();
+        let now = self.now();
         let stored = self
             .store()
             .cas(Cas {
@@ -1020,7 +1006,7 @@ impl Binaries {
     pub async fn process_due(&self) -> ApiResult<usize> {
         let mut started = 0;
         let mut after = None;
-        let now = now_precise();
+        let now = self.now();
         loop {
             if self.inner.download_slots.available_permits() == 0
                 && self.inner.scale_slots.available_permits() == 0
@@ -1113,7 +1099,7 @@ impl Binaries {
         if o.next_attempt
             .as_deref()
             .and_then(parse_time)
-            .is_some_and(|t| t > time::OffsetDateTime::now_utc())
+            .is_some_and(|t| t > self.inner.clock.now())
         {
             return Ok(false);
         }
@@ -1121,7 +1107,7 @@ impl Binaries {
         let claim = self
             .store()
             .cas(Cas {
-                row: original_update(id).set("next_attempt", later(LEASE)),
+                row: original_update(id).set("next_attempt", self.later(LEASE)),
                 condition: Condition::Equals(vec![
                     ("status", Some(status.as_str().into())),
                     ("next_attempt", o.next_attempt.clone().map(Value::Text)),
@@ -1369,7 +1355,7 @@ impl Binaries {
             last_modified: o.last_modified.clone(),
         };
         let fresh = random_id(22);
-        let now = now_precise();
+        let now = self.now();
         let ok = Condition::Equals(vec![("status", Some(BinaryStatus::Ok.as_str().into()))]);
         let Some((received, _, new_validators)) = self.download(&fresh, &url, &validators).await?
         else {
@@ -1416,9 +1402,9 @@ impl Binaries {
             parts: Some(received.parts),
             checksum: Some(received.checksum.clone()),
             created: Some(now.clone()),
-            touched: Some(touch_token()),
+            touched: Some(self.touch_token()),
             // Not for the worker: this run scales it.
-            next_attempt: Some(later(LEASE)),
+            next_attempt: Some(self.later(LEASE)),
             e_tag: new_validators.e_tag.clone(),
             last_modified: new_validators.last_modified.clone(),
             ..Default::default()
@@ -1468,7 +1454,7 @@ impl Binaries {
         let expect = Condition::Equals(vec![("status", Some(status.as_str().into()))]);
         match outcome {
             Ok(f) => {
-                let now = now_precise();
+                let now = self.now();
                 let mut row = original_update(id)
                     .set("status", BinaryStatus::Ok.as_str())
                     .set("width", f.width)
@@ -1541,7 +1527,7 @@ impl Binaries {
                     .await;
                 }
                 let delay = self.inner.config.retry_base * 2u32.saturating_pow(attempts as u32 - 1);
-                let due = later(delay);
+                let due = self.later(delay);
                 self.log_original(
                     id,
                     &format!("RETRY: {e} (attempt {attempts}; next at {due})"),
@@ -1606,7 +1592,7 @@ impl Binaries {
         };
         let o = &o;
         if o.status != Some(BinaryStatus::Deleting) {
-            let now = time::OffsetDateTime::now_utc();
+            let now = self.inner.clock.now();
             let grace = self.inner.config.gc_grace;
             let fresh = o
                 .touched

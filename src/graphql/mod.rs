@@ -10,7 +10,6 @@ use crate::assignments::service::Assignments;
 use crate::binaries::graphql::{BinariesMutation, BinariesQuery};
 use crate::binaries::service::Binaries;
 use crate::config::Limits;
-use crate::error::ApiError;
 use crate::themes::graphql::{ThemesMutation, ThemesQuery};
 use crate::themes::service::Themes;
 
@@ -21,10 +20,6 @@ pub struct Query(ThemesQuery, AssignmentsQuery, BinariesQuery);
 pub struct Mutation(ThemesMutation, AssignmentsMutation, BinariesMutation);
 
 pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
-
-/// Default and largest `first` of a list or connection.
-pub const DEFAULT_FIRST: i32 = 20;
-pub const MAX_FIRST: i32 = 100;
 
 /// The domain services the resolvers use.
 pub struct Services {
@@ -58,15 +53,4 @@ pub fn sdl() -> String {
             .sorted_arguments()
             .sorted_enum_items(),
     )
-}
-
-/// Validates `first`: 1 to [`MAX_FIRST`], default [`DEFAULT_FIRST`].
-pub fn page_size(first: Option<i32>) -> Result<usize, ApiError> {
-    let n = first.unwrap_or(DEFAULT_FIRST);
-    if !(1..=MAX_FIRST).contains(&n) {
-        return Err(ApiError::bad_input(format!(
-            "first must be between 1 and {MAX_FIRST}"
-        )));
-    }
-    Ok(n as usize)
 }

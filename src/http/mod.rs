@@ -19,152 +19,52 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use crate::auth::Auth;
-use crate::binaries::http as binary_routes;
-use crate::binaries::service::Binaries;
-use crate::config::Limits;
+use crate::app::App;
+use crate::auth::{Auth, Authenticated};
+use crate::bounds::{body_error, content_length};
 use crate::error::ApiError;
-use crate::graphql::KarteiSchema;
 use crate::metrics;
-use crate::store::DynStore;
 use crate::themes::loaders::ThemeLoaders;
-use crate::themes::service::Themes;
 
-pub struct AppState {
-    pub schema: KarteiSchema,
-    pub auth: Auth,
-    pub store: DynStore,
-    pub themes: Themes,
-    pub binaries: Binaries,
-    pub limits: Limits,
-}
-
-impl AppState {
-    pub fn new(store: DynStore, auth: Auth, limits: Limits, binaries: Binaries) -> Arc<Self> {
-        let themes = Themes::new(store.clone());
-        let schema = crate::graphql::build(
-            Some(crate::graphql::Services {
-                themes: themes.clone(),
-                assignments: crate::assignments::service::Assignments::new(store.clone()),
-                binaries: binaries.clone(),
-            }),
-            &limits,
-        );
-        Arc::new(AppState {
-            schema,
-            auth,
-            store,
-            themes,
-            binaries,
-            limits,
-        })
-    }
-}
-
-pub fn router(state: Arc<AppState>) -> Router {
+/// Every route: GraphQL and the service routes here, each domain's REST
+/// routes merged in; then the body bounds, the bearer token read once, metrics.
+pub fn router(state: Arc<App>) -> Router {
     let body_limit = state.limits.max_body_bytes;
-    // Uploads stop themselves at the size limit; this only bounds the form around the file.
-    let upload_limit = usize::try_from(state.binaries.config().max_bytes)
-        .unwrap_or(usize::MAX)
-        .saturating_add(1 << 20);
     let body_idle = Duration::from_secs(state.limits.body_timeout.max(1));
     Router::new()
         .route("/graphql", post(graphql))
-        .route(
-            "/binaries",
-            put(binary_routes::register).layer(middleware::from_fn_with_state(
-                body_limit as u64,
-                refuse_announced_oversize,
-            )),
-        )
-        .route(
-            "/binaries/upload",
-            post(binary_routes::upload)
-                .layer(DefaultBodyLimit::max(upload_limit))
-                .layer(middleware::from_fn_with_state(
-                    upload_limit as u64,
-                    refuse_announced_oversize,
-                )),
-        )
-        .route(
-            "/binaries/context/{context}",
-            delete(binary_routes::delete_context),
-        )
-        .route(
-            "/binaries/reference/{reference}",
-            delete(binary_routes::delete_reference),
-        )
-        .route("/binary/logs/{context}", get(binary_routes::context_logs))
-        .merge(
-            Router::new()
-                .route("/iiif/3/{reference}", get(binary_routes::iiif_base))
-                .route(
-                    "/iiif/3/{reference}/info.json",
-                    get(binary_routes::iiif_info),
-                )
-                .route(
-                    "/iiif/3/{reference}/{region}/{size}/{rotation}/{quality}",
-                    get(binary_routes::iiif_image),
-                )
-                .layer(middleware::map_response(binary_routes::cors)),
-        )
-        .route("/binary/{reference}", get(binary_routes::original))
-        .route(
-            "/binary/{reference}/full/{size}/default.jpg",
-            get(binary_routes::scaled),
-        )
         .route("/graphiql", get(graphiql))
         .route("/schema.graphql", get(schema_sdl))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
+        .merge(crate::binaries::http::routes(
+            body_limit as u64,
+            state.binaries.config().max_bytes,
+        ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_idle))
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(track))
         .with_state(state)
 }
 
-/// The announced length of a request body, if any.
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+/// Reads the bearer token once per request: handlers take the outcome from
+/// the request's extensions (`Caller`), so a route that needs no caller never
+/// fails on a bad token.
+async fn authenticate(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+    let outcome = read_principal(&app.auth, req.headers()).map_err(|e| e.message());
+    req.extensions_mut().insert(Authenticated(outcome));
+    next.run(req).await
 }
 
-/// 413 before reading a byte when `Content-Length` is over the route's limit.
-async fn refuse_announced_oversize(State(limit): State<u64>, req: Request, next: Next) -> Response {
-    match content_length(req.headers()) {
-        Some(n) if n > limit => error_response(ApiError::PayloadTooLarge(format!(
-            "the request body ({n} bytes) is larger than {limit} bytes"
-        ))),
-        _ => next.run(req).await,
-    }
-}
-
-/// Why a request body could not be read: too large, too slow, or cut off.
-pub fn body_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>, limit: u64) -> ApiError {
-    let e: Box<dyn std::error::Error + Send + Sync> = e.into();
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
-    while let Some(c) = cause {
-        if c.is::<http_body_util::LengthLimitError>() {
-            return ApiError::PayloadTooLarge(format!(
-                "the request body is larger than {limit} bytes"
-            ));
-        }
-        if c.is::<tower_http::timeout::TimeoutError>() {
-            return ApiError::Timeout(
-                "the request body stopped arriving (body idle timeout)".into(),
-            );
-        }
-        cause = c.source();
-    }
-    ApiError::bad_input("the request body broke off")
+fn read_principal(auth: &Auth, headers: &HeaderMap) -> Result<crate::auth::Principal, ApiError> {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("invalid"));
+    auth.principal(header)
 }
 
 /// Counts every request by route and status, with its latency.
@@ -181,7 +81,7 @@ async fn track(req: Request, next: Next) -> Response {
 }
 
 /// A GraphQL-shaped error response for failures before execution.
-fn error_response(e: ApiError) -> Response {
+pub fn error_response(e: ApiError) -> Response {
     metrics::graphql_error(e.code());
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
     let body = serde_json::json!({
@@ -191,13 +91,15 @@ fn error_response(e: ApiError) -> Response {
     (status, Json(body)).into_response()
 }
 
-async fn graphql(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    let auth_header = headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or("invalid"));
-    let principal = match state.auth.principal(auth_header) {
+async fn graphql(
+    State(state): State<Arc<App>>,
+    axum::Extension(Authenticated(caller)): axum::Extension<Authenticated>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let principal = match caller {
         Ok(p) => p,
-        Err(e) => return error_response(e),
+        Err(m) => return error_response(ApiError::InvalidToken(m)),
     };
     let content_type = headers
         .get(header::CONTENT_TYPE)
@@ -266,7 +168,7 @@ async fn schema_sdl() -> impl IntoResponse {
     )
 }
 
-async fn healthz(State(state): State<Arc<AppState>>) -> Response {
+async fn healthz(State(state): State<Arc<App>>) -> Response {
     match state.store.ping().await {
         Ok(()) => {
             Json(serde_json::json!({"status": "ok", "store": state.store.engine()})).into_response()

@@ -40,7 +40,7 @@ fn field_error(e: multer::Error, limits: &MultipartLimits) -> ApiError {
             limit,
         ),
         multer::Error::StreamSizeExceeded { limit } => too_large("the request body", limit),
-        multer::Error::StreamReadFailed(e) => super::body_error(e, limits.max_text_bytes),
+        multer::Error::StreamReadFailed(e) => crate::bounds::body_error(e, limits.max_text_bytes),
         other => ApiError::bad_input(format!("not a GraphQL multipart request: {other}")),
     }
 }

@@ -242,7 +242,7 @@ impl CqlStore {
     /// Applies `cql/*.cql` (the keyspace files) for this store's env, idempotently.
     pub async fn migrate(&self, files: &[(&str, &str)]) -> anyhow::Result<()> {
         for (file, text) in files {
-            for stmt in crate::cql_statements(text) {
+            for stmt in statements(text) {
                 let stmt = stmt
                     .replace("${env}", &self.env)
                     .replace("${replication}", &self.replication);
@@ -587,4 +587,21 @@ impl Store for CqlStore {
             .await?;
         self.run(&stmt, vec![]).await.map(|_| ())
     }
+}
+
+/// Splits a .cql file into statements (dropping `--` comments).
+pub fn statements(text: &str) -> Vec<String> {
+    let without_comments: String = text
+        .lines()
+        .map(|l| match l.find("--") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    without_comments
+        .split(';')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
 }

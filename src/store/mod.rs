@@ -809,8 +809,18 @@ pub(crate) fn check_slice(table: &'static Table, slice: &Slice) -> Result<(), St
     Ok(())
 }
 
+/// Where the store lives: an embedded directory, or cluster contact points.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    pub data_dir: std::path::PathBuf,
+    pub cache_bytes: usize,
+    pub cassandra: Option<Vec<String>>,
+    pub env: String,
+    pub replication: String,
+}
+
 /// Opens the store the configuration asks for.
-pub async fn open(config: &crate::config::StoreConfig) -> anyhow::Result<DynStore> {
+pub async fn open(config: &StoreConfig) -> anyhow::Result<DynStore> {
     match &config.cassandra {
         Some(nodes) => {
             let engine =

@@ -7,8 +7,8 @@ use super::loaders::ThemeLoaders;
 use super::model;
 use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
 use crate::auth::{Principal, Role};
+use crate::common::page_size;
 use crate::error::ApiError;
-use crate::graphql::page_size;
 
 fn themes<'a>(ctx: &Context<'a>) -> &'a Themes {
     ctx.data_unchecked::<Themes>()

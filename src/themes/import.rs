@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes, bounded};
+use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
+use crate::common::bounded;
 use crate::error::ApiError;
 use crate::progress::Progress;
 

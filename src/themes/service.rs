@@ -3,14 +3,12 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use futures::StreamExt;
-
 use super::model::*;
 use super::search;
+use crate::common::{Clock, check_id};
 use crate::error::{ApiError, ApiResult};
 use crate::store::{Bound, DynStore, Mutation, Page, Row, Slice, Table, Value};
 
-const MAX_ID: usize = 200;
 const MAX_TEXT: usize = 2_000;
 const MAX_LIST: usize = 100;
 /// Children of a category are listed in one read of at most this many rows.
@@ -45,19 +43,6 @@ pub struct GndEntityInput {
     pub id: String,
     pub name: String,
     pub description: Option<String>,
-}
-
-pub fn check_id(what: &str, id: &str) -> ApiResult<()> {
-    if id.trim().is_empty()
-        || id.len() > MAX_ID
-        || id.chars().any(char::is_control)
-        || id != id.trim()
-    {
-        return Err(ApiError::bad_input(format!(
-            "{what} id must be 1 to {MAX_ID} characters without surrounding spaces or control characters"
-        )));
-    }
-    Ok(())
 }
 
 fn check_text(what: &str, s: &str) -> ApiResult<()> {
@@ -109,25 +94,23 @@ fn clean_list(what: &str, items: Vec<String>, labels: bool) -> ApiResult<Vec<Str
     Ok(out)
 }
 
-pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
-
 #[derive(Clone)]
 pub struct Themes {
     store: DynStore,
+    clock: Clock,
 }
 
 impl Themes {
     pub fn new(store: DynStore) -> Self {
-        Themes { store }
+        Themes {
+            store,
+            clock: Clock::system(),
+        }
+    }
+
+    /// The same service reading time from `clock`.
+    pub fn with_clock(self, clock: Clock) -> Self {
+        Themes { clock, ..self }
     }
 
     pub fn store(&self) -> &DynStore {
@@ -400,7 +383,7 @@ impl Themes {
         let keyword = Keyword {
             created_at: created_at
                 .or_else(|| old.as_ref().map(|o| o.created_at.clone()))
-                .unwrap_or_else(now_rfc3339),
+                .unwrap_or_else(|| self.clock.rfc3339()),
             id: input.id,
             label,
             synonyms: clean_list("synonyms", input.synonyms, true)?,
@@ -586,17 +569,4 @@ fn index_rows(k: &Keyword, portals: &BTreeSet<String>) -> Vec<Row> {
         }
     }
     rows
-}
-
-/// Runs `f` over `items` with at most `n` at a time, keeping results in order.
-pub async fn bounded<T, R, F, Fut>(items: Vec<T>, n: usize, f: F) -> Vec<R>
-where
-    F: Fn(T) -> Fut,
-    Fut: std::future::Future<Output = R>,
-{
-    futures::stream::iter(items)
-        .map(f)
-        .buffered(n.max(1))
-        .collect()
-        .await
 }

@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use kartei::assignments::model::{AssignmentStatus, OBJECTS_KEYWORDS_STATUS, VIEWS};
 use kartei::assignments::repair::repair_views;
 use kartei::assignments::service::{Assignments, SuggestInput, Suggester};
+use kartei::common::bounded;
 use kartei::store::DynStore;
-use kartei::themes::service::{CategoryInput, KeywordInput, Themes, bounded};
+use kartei::themes::service::{CategoryInput, KeywordInput, Themes};
 use serde_json::{Value, json};
 
 use crate::both_engines;

@@ -209,15 +209,15 @@ pub async fn serve_store(
 ) -> TestServer {
     // Its own count of round trips, whatever other tests do on a shared cluster store.
     let counted: DynStore = Arc::new(Counted::new(ts.store.clone()));
-    let binaries = binary_args.service(counted.clone()).expect("binaries");
+    let binaries = kartei::app::binaries(&binary_args, counted.clone()).expect("binaries");
     if worker {
         binaries.spawn_worker(
             std::time::Duration::from_millis(250),
             std::time::Duration::from_secs(3600),
         );
     }
-    let connections = limits.connections();
-    let state = kartei::http::AppState::new(
+    let connections = kartei::app::connections(&limits);
+    let app = kartei::app::App::new(
         counted.clone(),
         Auth::hs256(SECRET.as_bytes()),
         limits,
@@ -230,14 +230,9 @@ pub async fn serve_store(
     // The server (and with it the binary worker) stops when the TestServer is dropped.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        kartei::http::serve(
-            listener,
-            kartei::http::router(state),
-            connections,
-            async move {
-                let _ = stopped.await;
-            },
-        )
+        kartei::http::serve(listener, app.router(), connections, async move {
+            let _ = stopped.await;
+        })
         .await;
     });
     TestServer {

@@ -1,0 +1,107 @@
+//! Assembles the application, in one place: configuration -> store ->
+//! services -> GraphQL schema -> router. `App` is the state every handler
+//! reaches through axum's `FromRef`: a domain's routes ask for the part they
+//! need (their service; the caller comes from the request) and never see `App`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::FromRef;
+
+use crate::assignments::service::Assignments;
+use crate::auth::Auth;
+use crate::binaries::fetch::{FetchLimits, FetchPolicy, Fetcher};
+use crate::binaries::imaging::ImagingLimits;
+use crate::binaries::service::{Binaries, BinaryConfig};
+use crate::config::{BinaryArgs, Limits};
+use crate::graphql::KarteiSchema;
+use crate::store::DynStore;
+use crate::themes::service::Themes;
+
+/// The running application: its store, services, schema and limits.
+pub struct App {
+    pub schema: KarteiSchema,
+    pub auth: Arc<Auth>,
+    pub store: DynStore,
+    pub themes: Themes,
+    pub binaries: Binaries,
+    pub limits: Limits,
+}
+
+impl App {
+    /// The services over `store` and the schema that serves them.
+    pub fn new(store: DynStore, auth: Auth, limits: Limits, binaries: Binaries) -> Arc<Self> {
+        let themes = Themes::new(store.clone());
+        let schema = crate::graphql::build(
+            Some(crate::graphql::Services {
+                themes: themes.clone(),
+                assignments: Assignments::new(store.clone()),
+                binaries: binaries.clone(),
+            }),
+            &limits,
+        );
+        Arc::new(App {
+            schema,
+            auth: Arc::new(auth),
+            store,
+            themes,
+            binaries,
+            limits,
+        })
+    }
+
+    /// The HTTP router over this application.
+    pub fn router(self: &Arc<Self>) -> axum::Router {
+        crate::http::router(self.clone())
+    }
+}
+
+impl FromRef<Arc<App>> for Binaries {
+    fn from_ref(app: &Arc<App>) -> Self {
+        app.binaries.clone()
+    }
+}
+
+/// The binaries service the flags describe.
+pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> {
+    let fetcher = Fetcher::new(
+        FetchPolicy {
+            allow: args.fetch_allow.clone(),
+        },
+        FetchLimits {
+            max_bytes: args.max_upload_bytes,
+            connect_timeout: Duration::from_secs(args.fetch_connect_timeout),
+            read_timeout: Duration::from_secs(args.fetch_read_timeout),
+            total_timeout: Duration::from_secs(args.fetch_total_timeout.max(1)),
+            min_rate: args.fetch_min_rate,
+            max_redirects: args.fetch_max_redirects,
+        },
+    )?;
+    let config = BinaryConfig {
+        max_bytes: args.max_upload_bytes,
+        imaging: ImagingLimits {
+            max_pixels: args.max_pixels,
+            jpeg_quality: args.jpeg_quality,
+        },
+        max_attempts: args.fetch_attempts.max(1),
+        retry_base: Duration::from_secs(args.fetch_retry_delay),
+        gc_grace: Duration::from_secs(args.gc_grace),
+        public_url: args
+            .public_url
+            .as_ref()
+            .map(|u| u.trim_end_matches('/').to_owned()),
+        iiif_cache_bytes: args.iiif_cache_bytes,
+        downloads: args.fetch_concurrency.max(1),
+        max_decode_bytes: args.max_decode_bytes,
+    };
+    Ok(Binaries::new(store, config, fetcher))
+}
+
+/// The bounds of the connection loop the limits describe.
+pub fn connections(limits: &Limits) -> crate::http::ConnectionLimits {
+    crate::http::ConnectionLimits {
+        max_connections: limits.max_connections,
+        header_timeout: Duration::from_secs(limits.header_timeout.max(1)),
+        drain: Duration::from_secs(30),
+    }
+}
