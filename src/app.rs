@@ -49,11 +49,6 @@ impl App {
             limits,
         })
     }
-
-    /// The HTTP router over this application.
-    pub fn router(self: &Arc<Self>) -> axum::Router {
-        crate::http::router(self.clone())
-    }
 }
 
 impl FromRef<Arc<App>> for Binaries {
@@ -95,13 +90,4 @@ pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> 
         max_decode_bytes: args.max_decode_bytes,
     };
     Ok(Binaries::new(store, config, fetcher))
-}
-
-/// The bounds of the connection loop the limits describe.
-pub fn connections(limits: &Limits) -> crate::http::ConnectionLimits {
-    crate::http::ConnectionLimits {
-        max_connections: limits.max_connections,
-        header_timeout: Duration::from_secs(limits.header_timeout.max(1)),
-        drain: Duration::from_secs(30),
-    }
 }

@@ -129,7 +129,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         std::time::Duration::from_secs(2),
         std::time::Duration::from_secs(300),
     );
-    let connections = kartei::app::connections(&args.limits);
+    let connections = kartei::http::ConnectionLimits::from_limits(&args.limits);
     let app = kartei::app::App::new(store, auth, args.limits.clone(), binaries);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -144,7 +144,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "cluster".into()
         }
     );
-    kartei::http::serve(listener, app.router(), connections, shutdown()).await;
+    kartei::http::serve(listener, kartei::http::router(app), connections, shutdown()).await;
     Ok(ExitCode::SUCCESS)
 }
 

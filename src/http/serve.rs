@@ -23,6 +23,17 @@ pub struct ConnectionLimits {
     pub drain: Duration,
 }
 
+impl ConnectionLimits {
+    /// The bounds the limits flags describe.
+    pub fn from_limits(limits: &crate::config::Limits) -> Self {
+        ConnectionLimits {
+            max_connections: limits.max_connections,
+            header_timeout: Duration::from_secs(limits.header_timeout.max(1)),
+            drain: Duration::from_secs(30),
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,

@@ -216,7 +216,7 @@ pub async fn serve_store(
             std::time::Duration::from_secs(3600),
         );
     }
-    let connections = kartei::app::connections(&limits);
+    let connections = kartei::http::ConnectionLimits::from_limits(&limits);
     let app = kartei::app::App::new(
         counted.clone(),
         Auth::hs256(SECRET.as_bytes()),
@@ -230,9 +230,14 @@ pub async fn serve_store(
     // The server (and with it the binary worker) stops when the TestServer is dropped.
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        kartei::http::serve(listener, app.router(), connections, async move {
-            let _ = stopped.await;
-        })
+        kartei::http::serve(
+            listener,
+            kartei::http::router(app),
+            connections,
+            async move {
+                let _ = stopped.await;
+            },
+        )
         .await;
     });
     TestServer {

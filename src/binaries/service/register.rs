@@ -1,0 +1,391 @@
+//! Registering URLs and uploads: references, deduplication by URL and by
+//! content, and streaming an upload into chunks.
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+
+use super::*;
+use crate::binaries::fetch::{check_host_now, check_url};
+use crate::binaries::imaging;
+use crate::binaries::model::*;
+use crate::common::{check_id, random_id};
+use crate::error::{ApiError, ApiResult};
+use crate::store::{Cas, Condition, Mutation, Row};
+
+impl Binaries {
+    // ----- registering -----
+
+    /// Registers a URL under a context: reuses the URL's original, or queues a
+    /// download. Answers at once.
+    pub async fn register_url(
+        &self,
+        url: &str,
+        context: &str,
+        mime: Option<String>,
+    ) -> ApiResult<Registered> {
+        check_id("context", context)?;
+        let policy = self.inner.fetcher.policy();
+        let parsed = check_url(policy, url.trim()).map_err(ApiError::BadUserInput)?;
+        check_host_now(policy, &parsed)
+            .await
+            .map_err(ApiError::BadUserInput)?;
+        let url = parsed.to_string();
+        let mime = mime.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty());
+        let reference = Reference {
+            id: random_id(16),
+            original_id: String::new(),
+            context: context.to_owned(),
+            created: self.now(),
+        };
+        for _ in 0..8 {
+            let current = self
+                .store()
+                .get(&URLS, &[url.as_str().into()])
+                .await?
+                .map(|r| r.string("original_id"));
+            let original_id = match current {
+                Some(o) => o,
+                None => {
+                    let o = random_id(22);
+                    let won = self
+                        .store()
+                        .cas(Cas {
+                            row: Row::new(&URLS).set("url", &url).set("original_id", &o),
+                            condition: Condition::NotExists,
+                            ttl: None,
+                        })
+                        .await?
+                        .applied;
+                    if !won {
+                        continue;
+                    }
+                    self.create_url_original(&o, &url, mime.clone()).await?;
+                    o
+                }
+            };
+            let r = Reference {
+                original_id: original_id.clone(),
+                ..reference.clone()
+            };
+            if let Some(o) = self.attach(&r).await? {
+                self.log(
+                    std::slice::from_ref(&r.id),
+                    &format!("registered {url} in context {context}"),
+                )
+                .await?;
+                if o.status == Some(BinaryStatus::Ok) {
+                    self.log(
+                        std::slice::from_ref(&r.id),
+                        "the URL was fetched before; its original is reused",
+                    )
+                    .await?;
+                }
+                self.inner.wake.notify_one();
+                return Ok(Registered {
+                    reference_id: r.id,
+                    original_id,
+                    status: o.status.unwrap_or(BinaryStatus::Processing).as_str(),
+                });
+            }
+            // The URL's original is gone or being collected: give the URL a new one.
+            let fresh = random_id(22);
+            let moved = self
+                .store()
+                .cas(Cas {
+                    row: Row::new(&URLS).set("url", &url).set("original_id", &fresh),
+                    condition: Condition::Equals(vec![(
+                        "original_id",
+                        Some(original_id.as_str().into()),
+                    )]),
+                    ttl: None,
+                })
+                .await?
+                .applied;
+            if moved {
+                self.create_url_original(&fresh, &url, mime.clone()).await?;
+            }
+        }
+        Err(ApiError::Unavailable)
+    }
+
+    pub(super) async fn create_url_original(
+        &self,
+        id: &str,
+        url: &str,
+        mime: Option<String>,
+    ) -> ApiResult<()> {
+        let o = Original {
+            id: id.to_owned(),
+            status: Some(BinaryStatus::Processing),
+            url: Some(url.to_owned()),
+            mime,
+            created: Some(self.now()),
+            touched: Some(self.touch_token()),
+            next_attempt: Some(self.now()),
+            ..Default::default()
+        };
+        let created = self
+            .store()
+            .cas(Cas {
+                row: o.to_row(),
+                condition: Condition::NotExists,
+                ttl: None,
+            })
+            .await?
+            .applied;
+        if created {
+            self.store()
+                .apply(vec![
+                    Mutation::upsert(
+                        Row::new(&URLS_ORIGINAL)
+                            .set("original_id", id)
+                            .set("url", url),
+                    ),
+                    Mutation::upsert(pending_row(id, &self.now())),
+                ])
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the reference, then proves its original alive (see the module
+    /// comment). `None` (and the reference removed again) when the original is
+    /// gone or being collected.
+    pub(super) async fn attach(&self, r: &Reference) -> ApiResult<Option<Original>> {
+        self.store()
+            .apply(r.rows().into_iter().map(Mutation::upsert).collect())
+            .await?;
+        for _ in 0..8 {
+            let o = self.original(&r.original_id).await?;
+            let status = o.as_ref().and_then(|o| o.status);
+            let Some(status) = status.filter(|s| *s != BinaryStatus::Deleting) else {
+                self.remove_reference_rows(r).await?;
+                return Ok(None);
+            };
+            let outcome = self
+                .store()
+                .cas(Cas {
+                    row: original_update(&r.original_id).set("touched", self.touch_token()),
+                    condition: Condition::Equals(vec![("status", Some(status.as_str().into()))]),
+                    ttl: None,
+                })
+                .await?;
+            if outcome.applied {
+                return Ok(outcome.current.as_ref().map(Original::from_row).or(o));
+            }
+        }
+        Err(ApiError::Unavailable)
+    }
+
+    pub(super) async fn remove_reference_rows(&self, r: &Reference) -> ApiResult<()> {
+        self.store()
+            .apply(vec![
+                Mutation::delete(&BINARY_REFS, vec![r.id.as_str().into()]),
+                Mutation::delete(
+                    &BINARY_REFS_CONTEXT,
+                    vec![r.context.as_str().into(), r.id.as_str().into()],
+                ),
+                Mutation::delete(
+                    &BINARY_REFS_ORIGINAL,
+                    vec![r.original_id.as_str().into(), r.id.as_str().into()],
+                ),
+                Mutation::delete(&LOGS, vec![r.id.as_str().into()]),
+            ])
+            .await?;
+        Ok(())
+    }
+
+    /// Stores an uploaded body under a context. The body streams into chunks;
+    /// identical content already stored is reused (the new chunks are dropped).
+    pub async fn upload<S, E>(&self, context: &str, body: S) -> ApiResult<Registered>
+    where
+        S: Stream<Item = Result<Bytes, E>>,
+        E: std::fmt::Display,
+    {
+        check_id("context", context)?;
+        let id = random_id(22);
+        let o = Original {
+            id: id.clone(),
+            status: Some(BinaryStatus::Processing),
+            created: Some(self.now()),
+            touched: Some(self.touch_token()),
+            // The upload's lease: the collector leaves it alone meanwhile.
+            next_attempt: Some(self.later(UPLOAD_LEASE)),
+            ..Default::default()
+        };
+        self.store()
+            .cas(Cas {
+                row: o.to_row(),
+                condition: Condition::NotExists,
+                ttl: None,
+            })
+            .await?;
+        let mut writer = ChunkWriter::new(self, &id);
+        let mut body = std::pin::pin!(body);
+        let mut failure: Option<ApiError> = None;
+        while let Some(piece) = body.next().await {
+            let piece = match piece {
+                Ok(p) => p,
+                Err(e) => {
+                    failure = Some(ApiError::bad_input(format!("the upload broke off: {e}")));
+                    break;
+                }
+            };
+            match writer.push(&piece).await {
+                Ok(()) => {}
+                Err(WriteError::TooLarge) => {
+                    failure = Some(ApiError::PayloadTooLarge(format!(
+                        "the file is larger than {} bytes",
+                        self.inner.config.max_bytes
+                    )));
+                    break;
+                }
+                Err(WriteError::NotAnImage) => {
+                    failure = Some(ApiError::bad_input(NOT_AN_IMAGE));
+                    break;
+                }
+                Err(WriteError::Store(e)) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let written = writer.parts;
+        let received = match failure {
+            None => match writer.finish().await {
+                Ok(r) => Some(r),
+                Err(WriteError::Store(e)) => {
+                    failure = Some(e);
+                    None
+                }
+                Err(WriteError::TooLarge | WriteError::NotAnImage) => None,
+            },
+            Some(_) => None,
+        };
+        let received = match (received, failure) {
+            (Some(r), None) if r.size > 0 => r,
+            (Some(r), None) => {
+                self.drop_original(&id, r.parts).await;
+                return Err(ApiError::bad_input("the file is empty"));
+            }
+            (_, failure) => {
+                self.drop_original(&id, written + 1).await;
+                return Err(failure.unwrap_or(ApiError::Internal));
+            }
+        };
+        let Some(mime) = imaging::sniff(&received.head) else {
+            self.drop_original(&id, received.parts).await;
+            return Err(ApiError::bad_input(NOT_AN_IMAGE));
+        };
+        let reference = Reference {
+            id: random_id(16),
+            original_id: id.clone(),
+            context: context.to_owned(),
+            created: self.now(),
+        };
+        // Identical bytes stored before: reference those instead.
+        if let Some(existing) = self.by_checksum(&received.checksum).await?
+            && existing != id
+        {
+            let r = Reference {
+                original_id: existing.clone(),
+                ..reference.clone()
+            };
+            if let Some(o) = self.attach(&r).await? {
+                self.drop_original(&id, received.parts).await;
+                self.log(std::slice::from_ref(&r.id), &format!(
+                    "uploaded {} bytes into context {context}; identical content was stored before and is reused",
+                    received.size
+                ))
+                .await?;
+                return Ok(Registered {
+                    reference_id: r.id,
+                    original_id: existing,
+                    status: o.status.unwrap_or(BinaryStatus::Processing).as_str(),
+                });
+            }
+        }
+        self.store()
+            .apply(vec![Mutation::upsert(
+                Row::new(&ORIGINALS_CHECKSUM)
+                    .set("checksum", &received.checksum)
+                    .set("original_id", &id),
+            )])
+            .await?;
+        // The reference first, while the upload's lease still keeps the
+        // collector away; then the lease ends and the worker may scale it.
+        let Some(o) = self.attach(&reference).await? else {
+            return Err(ApiError::Unavailable);
+        };
+        let now = self.now();
+        let stored = self
+            .store()
+            .cas(Cas {
+                row: original_update(&id)
+                    .set("size", received.size as i64)
+                    .set("parts", received.parts)
+                    .set("checksum", &received.checksum)
+                    .set("mime", mime)
+                    .set("next_attempt", &now),
+                condition: Condition::Equals(vec![(
+                    "status",
+                    Some(BinaryStatus::Processing.as_str().into()),
+                )]),
+                ttl: None,
+            })
+            .await?;
+        if !stored.applied {
+            return Err(ApiError::Unavailable);
+        }
+        self.store()
+            .apply(vec![Mutation::upsert(pending_row(&id, &now))])
+            .await?;
+        self.log(
+            std::slice::from_ref(&reference.id),
+            &format!(
+                "uploaded {} bytes ({mime}) into context {context}",
+                received.size
+            ),
+        )
+        .await?;
+        self.inner.wake.notify_one();
+        Ok(Registered {
+            reference_id: reference.id,
+            original_id: id,
+            status: o.status.unwrap_or(BinaryStatus::Processing).as_str(),
+        })
+    }
+
+    pub(super) async fn by_checksum(&self, checksum: &str) -> ApiResult<Option<String>> {
+        let Some(row) = self
+            .store()
+            .get(&ORIGINALS_CHECKSUM, &[checksum.into()])
+            .await?
+        else {
+            return Ok(None);
+        };
+        let id = row.string("original_id");
+        // Only content that is really there (or on its way) counts.
+        match self.original(&id).await? {
+            Some(o) if matches!(o.status, Some(BinaryStatus::Ok | BinaryStatus::Processing)) => {
+                Ok(Some(id))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Best-effort removal of an original nobody ever referenced (a failed
+    /// upload); anything left over is the collector's.
+    pub(super) async fn drop_original(&self, id: &str, parts: i32) {
+        let mut batch: Vec<Mutation> = (0..parts.max(0))
+            .map(|p| Mutation::delete(&ORIGINALS_DATA, vec![id.into(), p.into()]))
+            .collect();
+        batch.push(Mutation::delete(&ORIGINALS, vec![id.into()]));
+        for m in batch {
+            if let Err(e) = self.store().apply(vec![m]).await {
+                tracing::warn!(original_id = id, error = %e, "could not drop an unused original");
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! IIIF images of stored originals: a stored derivative when one answers the
+//! request exactly, else rendered within the decode budget and cached.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::binaries::imaging;
+use crate::binaries::model::*;
+use crate::error::ApiError;
+
+/// Why a IIIF image could not be made.
+pub enum IiifFailure {
+    Request(crate::binaries::iiif::IiifError),
+    Api(ApiError),
+}
+
+impl From<ApiError> for IiifFailure {
+    fn from(e: ApiError) -> Self {
+        IiifFailure::Api(e)
+    }
+}
+
+impl Binaries {
+    /// A IIIF image of an OK original: a stored derivative when it is exactly
+    /// that, else computed (from the original) and cached.
+    pub async fn iiif_image(
+        &self,
+        o: &Original,
+        req: &crate::binaries::iiif::ImageRequest,
+        key: &str,
+    ) -> Result<Arc<Vec<u8>>, IiifFailure> {
+        use crate::binaries::iiif::{Format, Quality, Region};
+        let (w, h) = (
+            o.width.unwrap_or(0).max(0) as u32,
+            o.height.unwrap_or(0).max(0) as u32,
+        );
+        let plain = req.region == Region::Full
+            && req.rotation.degrees % 360.0 == 0.0
+            && !req.rotation.mirror
+            && matches!(req.quality, Quality::Default | Quality::Color)
+            && req.format == Format::Jpg;
+        if plain {
+            let (ow, oh) =
+                crate::binaries::iiif::output_size(req.size, w, h).map_err(IiifFailure::Request)?;
+            for (bw, bh, table) in DERIVATIVES {
+                if imaging::fit(w, h, bw, bh) == (ow, oh)
+                    && let Some(bytes) = self.derivative(&o.id, table).await?
+                {
+                    return Ok(Arc::new(bytes));
+                }
+            }
+        }
+        let key = format!("{}/{key}", o.id);
+        if let Some(hit) = self.inner.render_cache.get(&key) {
+            return Ok(hit);
+        }
+        // Check the request against the size before reading anything.
+        let (_, _, rw, rh) =
+            crate::binaries::iiif::region_rect(req.region, w, h).map_err(IiifFailure::Request)?;
+        crate::binaries::iiif::scaled_size(req.size, req.rotation, rw, rh)
+            .map_err(IiifFailure::Request)?;
+        let _slot = self
+            .inner
+            .render_slots
+            .acquire()
+            .await
+            .map_err(|_| IiifFailure::Api(ApiError::Unavailable))?;
+        let bytes = self.read_all(o).await?;
+        let limits = self.inner.config.imaging;
+        let req = *req;
+        let (ow, oh) = crate::binaries::iiif::scaled_size(req.size, req.rotation, rw, rh)
+            .map_err(IiifFailure::Request)?;
+        let (bw, bh) = crate::binaries::iiif::rotated_box(ow, oh, req.rotation.degrees);
+        let cost = imaging::decode_cost(&bytes, u64::from(bw) * u64::from(bh))
+            .map_err(|e| IiifFailure::Api(ApiError::bad_input(e)))?;
+        let memory = self
+            .inner
+            .decode_budget
+            .reserve(cost)
+            .await
+            .map_err(|e| IiifFailure::Api(ApiError::PayloadTooLarge(e)))?;
+        let out = tokio::task::spawn_blocking(move || {
+            let decoded = imaging::decode(&bytes, &limits).map_err(|e| {
+                tracing::error!(error = %e, "an OK original no longer decodes");
+                IiifFailure::Api(ApiError::Internal)
+            })?;
+            let out = crate::binaries::iiif::render(&decoded, &req).map_err(IiifFailure::Request);
+            drop(memory);
+            out
+        })
+        .await
+        .map_err(|_| IiifFailure::Api(ApiError::Internal))??;
+        let out = Arc::new(out);
+        self.inner.render_cache.put(key, out.clone());
+        Ok(out)
+    }
+}
