@@ -1,0 +1,169 @@
+//! Release runs and the reindexer's queue: a run publishes a portal's
+//! ACCEPTED assignments (each a compare-and-set, so nothing is published
+//! twice) after queueing their ddb ids; the reindexer reads the queue and
+//! acknowledges what it has reindexed.
+
+use super::*;
+
+impl Assignments {
+    /// The ddb ids waiting for the reindexer, in id order.
+    pub async fn release_queue(
+        &self,
+        first: usize,
+        after: Option<String>,
+    ) -> ApiResult<(Vec<(String, String)>, bool)> {
+        let slice = Slice::partition(vec![]).limit(first).after(after);
+        let page = merged_slice(&*self.store, &RELEASE_DDBIDS, &all_buckets(&[]), &slice).await?;
+        let has_next = page.next.is_some();
+        Ok((
+            page.cursors
+                .into_iter()
+                .zip(page.rows.iter().map(|r| r.string("id")))
+                .collect(),
+            has_next,
+        ))
+    }
+
+    /// The portal's last successful and last failed run (successful first).
+    pub async fn release_runs(&self, portal_id: &str) -> ApiResult<Vec<ReleaseRun>> {
+        let page = self
+            .store
+            .slice(
+                &RELEASE_RUNS,
+                &Slice::partition(vec![portal_id.into()])
+                    .limit(2)
+                    .reverse(true),
+            )
+            .await?;
+        Ok(page.rows.iter().map(ReleaseRun::from_row).collect())
+    }
+
+    /// Publishes the portal's ACCEPTED assignments and enqueues their ddb ids.
+    /// Safe to run again after a crash, and concurrently: every publication is
+    /// an LWT from ACCEPTED, and the queue is a set.
+    pub async fn run_release(&self, who: &Principal, portal_id: &str) -> ApiResult<ReleaseRun> {
+        who.require(Role::Editor)?;
+        match self.themes.category(portal_id).await? {
+            Some(c) if c.parent_id.is_none() => {}
+            _ => return Err(ApiError::bad_input(format!("unknown portal {portal_id}"))),
+        }
+        match self.publish_accepted(portal_id).await {
+            Ok(published) => {
+                let run = ReleaseRun {
+                    portal_id: portal_id.to_owned(),
+                    successful: true,
+                    time: self.clock.rfc3339(),
+                    published,
+                    message: None,
+                };
+                self.store.apply(vec![Mutation::upsert(run.row())]).await?;
+                Ok(run)
+            }
+            Err(e) => {
+                let run = ReleaseRun {
+                    portal_id: portal_id.to_owned(),
+                    successful: false,
+                    time: self.clock.rfc3339(),
+                    published: 0,
+                    message: Some(format!("{}: {}", e.code(), e.message())),
+                };
+                if let Err(record) = self.store.apply(vec![Mutation::upsert(run.row())]).await {
+                    tracing::error!(error = %record, "could not record a failed release run");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn publish_accepted(&self, portal_id: &str) -> ApiResult<i64> {
+        let mut published = 0;
+        let mut after = None;
+        loop {
+            let page = self
+                .list(
+                    portal_id,
+                    Some(AssignmentStatus::Accepted),
+                    None,
+                    RELEASE_PAGE,
+                    after,
+                )
+                .await?;
+            let now = self.clock.rfc3339();
+            let ids: BTreeSet<&str> = page
+                .items
+                .iter()
+                .map(|(_, a)| a.key.ddb_id.as_str())
+                .collect();
+            let ids: Vec<&str> = ids.into_iter().collect();
+            for chunk in ids.chunks(QUEUE_BATCH) {
+                self.store
+                    .apply(
+                        chunk
+                            .iter()
+                            .map(|id| Mutation::upsert(queue_row(id, &now)))
+                            .collect(),
+                    )
+                    .await?;
+            }
+            let keys: Vec<AssignmentKey> = page.items.iter().map(|(_, a)| a.key.clone()).collect();
+            let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
+                self.change_status(
+                    &k,
+                    AssignmentStatus::Accepted,
+                    AssignmentStatus::Published,
+                    false,
+                )
+                .await
+            })
+            .await;
+            for r in results {
+                match r {
+                    Ok(_) => published += 1,
+                    // Rejected or published by someone else meanwhile: not ours to publish.
+                    Err(ApiError::Conflict { .. } | ApiError::NotFound(_)) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if !page.has_next {
+                return Ok(published);
+            }
+            after = page.items.last().map(|(c, _)| c.clone());
+        }
+    }
+
+    /// Removes ids from the release queue; returns how many were in it.
+    pub async fn acknowledge(&self, who: &Principal, ids: Vec<String>) -> ApiResult<i32> {
+        who.require(Role::Machine)?;
+        if ids.len() > MAX_ACK {
+            return Err(ApiError::bad_input(format!(
+                "at most {MAX_ACK} ids per call"
+            )));
+        }
+        let ids: Vec<String> = ids
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for id in &ids {
+            check_id("ddb", id)?;
+        }
+        let keys: Vec<Vec<Value>> = ids.iter().map(|i| queue_key(i)).collect();
+        let found = self.store.get_many(&RELEASE_DDBIDS, &keys).await?;
+        let present: Vec<Vec<Value>> = keys
+            .into_iter()
+            .zip(found)
+            .filter_map(|(k, r)| r.map(|_| k))
+            .collect();
+        for chunk in present.chunks(QUEUE_BATCH) {
+            self.store
+                .apply(
+                    chunk
+                        .iter()
+                        .map(|k| Mutation::delete(&RELEASE_DDBIDS, k.clone()))
+                        .collect(),
+                )
+                .await?;
+        }
+        Ok(present.len() as i32)
+    }
+}
