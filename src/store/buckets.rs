@@ -173,4 +173,76 @@ mod tests {
         }
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
     }
+
+    use crate::store::{ColumnType, Keyspace, Order, col};
+    use proptest::prelude::*;
+
+    static BUCKETED: Table = Table {
+        keyspace: Keyspace::Target,
+        name: "bucketed",
+        partition_key: &[
+            col("portal", ColumnType::Text),
+            col("bucket", ColumnType::Int),
+        ],
+        clustering: &[(col("id", ColumnType::Text), Order::Asc)],
+        columns: &[],
+    };
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn a_merged_cursor_and_a_bucket_cursor_are_not_interchangeable(
+            portal in ".{0,8}", id in ".{0,12}", reverse in any::<bool>(), b in 0..BUCKETS,
+        ) {
+            let partitions = all_buckets(&[Value::Text(portal)]);
+            let template = Slice::partition(vec![]).reverse(reverse);
+            let merged_fp = merged_fingerprint(&BUCKETED, &partitions, &template);
+            let mut one = template.clone();
+            one.partition = partitions[b as usize].clone();
+            let bucket_fp = slice_fingerprint(&BUCKETED, &one);
+            let key = vec![Value::Text(id)];
+
+            let merged = encode_cursor(merged_fp, key.clone());
+            prop_assert_eq!(decode_cursor(&BUCKETED, merged_fp, &merged, 2, 1).unwrap(), key.clone());
+            prop_assert!(matches!(
+                decode_cursor(&BUCKETED, bucket_fp, &merged, 2, 1),
+                Err(StoreError::BadCursor)
+            ));
+            let bucket = encode_cursor(bucket_fp, key);
+            prop_assert!(matches!(
+                decode_cursor(&BUCKETED, merged_fp, &bucket, 2, 1),
+                Err(StoreError::BadCursor)
+            ));
+        }
+
+        #[test]
+        fn a_merged_cursor_belongs_to_its_portal_and_direction(
+            a in ".{0,8}", b in ".{0,8}", reverse in any::<bool>(),
+        ) {
+            let template = Slice::partition(vec![]).reverse(reverse);
+            let fa = merged_fingerprint(&BUCKETED, &all_buckets(&[Value::Text(a.clone())]), &template);
+            let fb = merged_fingerprint(&BUCKETED, &all_buckets(&[Value::Text(b.clone())]), &template);
+            prop_assert_eq!(fa == fb, a == b);
+            let turned = template.clone().reverse(!reverse);
+            let ft = merged_fingerprint(&BUCKETED, &all_buckets(&[Value::Text(a)]), &turned);
+            prop_assert_ne!(fa, ft);
+        }
+
+        #[test]
+        fn every_id_falls_in_one_of_the_bucket_partitions(id in any::<String>(), base in ".{0,8}") {
+            let b = bucket_of(&id);
+            prop_assert!((0..BUCKETS).contains(&b));
+            let base = vec![Value::Text(base)];
+            let partitions = all_buckets(&base);
+            prop_assert_eq!(partitions.len(), BUCKETS as usize);
+            let mut expected = base;
+            expected.push(Value::Int(b));
+            prop_assert_eq!(&partitions[b as usize], &expected);
+        }
+    }
 }

@@ -834,3 +834,6 @@ pub async fn open(config: &StoreConfig) -> anyhow::Result<DynStore> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

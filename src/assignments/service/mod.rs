@@ -495,3 +495,6 @@ fn to_page(page: crate::store::Page) -> AssignmentPage {
         has_next,
     }
 }
+
+#[cfg(test)]
+mod tests;

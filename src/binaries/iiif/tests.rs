@@ -1,0 +1,438 @@
+//! Unit and property tests of `iiif`.
+
+use super::*;
+
+#[test]
+fn parameters_parse_as_the_spec_writes_them() {
+    assert_eq!(parse_region("full").unwrap(), Region::Full);
+    assert_eq!(
+        parse_region("10,20,30,40").unwrap(),
+        Region::Pixels(10, 20, 30, 40)
+    );
+    assert_eq!(
+        parse_region("pct:10,20.5,30,40").unwrap(),
+        Region::Percent(10.0, 20.5, 30.0, 40.0)
+    );
+    for bad in [
+        "",
+        "1,2,3",
+        "1,2,0,4",
+        "a,b,c,d",
+        "pct:-1,0,10,10",
+        "-1,0,5,5",
+    ] {
+        assert!(parse_region(bad).is_err(), "{bad}");
+    }
+    assert_eq!(
+        parse_size("^!100,50").unwrap(),
+        Size {
+            upscale: true,
+            kind: SizeKind::Confined(100, 50)
+        }
+    );
+    assert_eq!(parse_size(",50").unwrap().kind, SizeKind::Height(50));
+    for bad in ["full", "0,", ",", "!100,", "pct:0", "abc", "10,10,10"] {
+        assert!(parse_size(bad).is_err(), "{bad}");
+    }
+    assert_eq!(
+        parse_rotation("!90").unwrap(),
+        Rotation {
+            mirror: true,
+            degrees: 90.0
+        }
+    );
+    assert!(parse_rotation("361").is_err());
+    assert!(parse_rotation("-90").is_err());
+    assert!(matches!(
+        parse_quality_format("default.tif"),
+        Err(IiifError::NotImplemented(_))
+    ));
+    assert!(parse_quality_format("sepia.jpg").is_err());
+}
+
+#[test]
+fn sizes_follow_the_region_and_refuse_unasked_upscaling() {
+    let s = |t: &str| parse_size(t).unwrap();
+    assert_eq!(output_size(s("max"), 400, 300).unwrap(), (400, 300));
+    assert_eq!(output_size(s("200,"), 400, 300).unwrap(), (200, 150));
+    assert_eq!(output_size(s(",150"), 400, 300).unwrap(), (200, 150));
+    assert_eq!(output_size(s("pct:50"), 400, 300).unwrap(), (200, 150));
+    assert_eq!(output_size(s("!100,100"), 400, 300).unwrap(), (100, 75));
+    assert!(output_size(s("!1000,1000"), 400, 300).is_err());
+    assert!(output_size(s("800,"), 400, 300).is_err());
+    assert_eq!(output_size(s("^800,"), 400, 300).unwrap(), (800, 600));
+    assert_eq!(
+        output_size(s("^!1000,1000"), 400, 300).unwrap(),
+        (1000, 750)
+    );
+    assert!(output_size(s("^100000,"), 400, 300).is_err());
+    assert_eq!(
+        region_rect(Region::Square, 400, 300).unwrap(),
+        (50, 0, 300, 300)
+    );
+    assert_eq!(
+        region_rect(Region::Pixels(350, 250, 100, 100), 400, 300).unwrap(),
+        (350, 250, 50, 50)
+    );
+    assert!(region_rect(Region::Pixels(400, 0, 10, 10), 400, 300).is_err());
+}
+
+#[test]
+fn the_caps_hold_after_rotation() {
+    let big = parse_size("^10000,4000").unwrap();
+    let turn = |d: f64| Rotation {
+        mirror: false,
+        degrees: d,
+    };
+    // Unrotated it is within the caps; turned by 30 or 45 degrees it is not.
+    assert_eq!(
+        scaled_size(big, turn(0.0), 320, 240).unwrap(),
+        (10_000, 4000)
+    );
+    for d in [30.0, 45.0, 100.0] {
+        let e = scaled_size(big, turn(d), 320, 240).unwrap_err();
+        assert!(
+            matches!(e, IiifError::BadRequest(ref m) if m.contains("rotated")),
+            "{d}"
+        );
+    }
+    // 90 degrees only swaps the sides.
+    assert!(scaled_size(big, turn(90.0), 320, 240).is_ok());
+    // `max` shrinks until the turned box fits.
+    let max = parse_size("max").unwrap();
+    let (w, h) = scaled_size(max, turn(45.0), 10_000, 8_000).unwrap();
+    let (bw, bh) = rotated_box(w, h, 45.0);
+    assert!(bw <= MAX_SIDE && bh <= MAX_SIDE && u64::from(bw) * u64::from(bh) <= MAX_AREA);
+    assert!(
+        u64::from(bw) * u64::from(bh) > MAX_AREA * 9 / 10,
+        "{bw}x{bh} uses the area"
+    );
+}
+
+#[test]
+fn the_cache_stays_within_its_budget() {
+    let c = RenderCache::new(100);
+    for i in 0..10 {
+        c.put(format!("k{i}"), std::sync::Arc::new(vec![0; 20]));
+    }
+    assert!(c.get("k0").is_none());
+    assert!(c.get("k9").is_some());
+    assert!(c.inner.lock().unwrap().used <= 100);
+}
+
+use proptest::prelude::*;
+
+/// Modest case counts keep the debug build's test run short; failing inputs
+/// are written into the tests as explicit cases rather than into files.
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Strings near the grammar (digits, separators, prefixes) and anything at all.
+fn parameter_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "(pct:|\\^|!|\\^!)?[0-9.,!^:a-z+-]{0,20}",
+        "[0-9]{0,12}(\\.[0-9]{0,12})?(,[0-9]{0,12}(\\.[0-9]{0,12})?){0,4}",
+        any::<String>(),
+    ]
+}
+
+/// A finite, non-negative decimal as the spec writes it (Rust's `Display`
+/// for `f64` never uses an exponent).
+fn decimal(lo: f64, hi: f64) -> impl Strategy<Value = f64> {
+    prop_oneof![lo..hi, (lo.ceil() as u32..hi as u32).prop_map(f64::from)]
+}
+
+fn size_kind() -> impl Strategy<Value = SizeKind> {
+    let side = 1u32..30_000;
+    prop_oneof![
+        Just(SizeKind::Max),
+        side.clone().prop_map(SizeKind::Width),
+        side.clone().prop_map(SizeKind::Height),
+        decimal(0.01, 500.0).prop_map(SizeKind::Percent),
+        (side.clone(), side.clone()).prop_map(|(w, h)| SizeKind::Exact(w, h)),
+        (side.clone(), side).prop_map(|(w, h)| SizeKind::Confined(w, h)),
+    ]
+}
+
+fn size() -> impl Strategy<Value = Size> {
+    (any::<bool>(), size_kind()).prop_map(|(upscale, kind)| Size { upscale, kind })
+}
+
+fn region() -> impl Strategy<Value = Region> {
+    prop_oneof![
+        Just(Region::Full),
+        Just(Region::Square),
+        (0u32..40_000, 0u32..40_000, 1u32..40_000, 1u32..40_000)
+            .prop_map(|(x, y, w, h)| Region::Pixels(x, y, w, h)),
+        (
+            decimal(0.0, 100.0),
+            decimal(0.0, 100.0),
+            decimal(0.01, 200.0),
+            decimal(0.01, 200.0)
+        )
+            .prop_map(|(x, y, w, h)| Region::Percent(x, y, w, h)),
+    ]
+}
+
+fn degrees() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        prop::sample::select(vec![0.0, 90.0, 180.0, 270.0, 360.0]),
+        (0u32..=360).prop_map(f64::from),
+        0.0f64..=360.0,
+    ]
+}
+
+fn rotation() -> impl Strategy<Value = Rotation> {
+    (any::<bool>(), degrees()).prop_map(|(mirror, degrees)| Rotation { mirror, degrees })
+}
+
+fn size_text(s: Size) -> String {
+    let up = if s.upscale { "^" } else { "" };
+    let body = match s.kind {
+        SizeKind::Max => "max".to_owned(),
+        SizeKind::Width(w) => format!("{w},"),
+        SizeKind::Height(h) => format!(",{h}"),
+        SizeKind::Percent(p) => format!("pct:{p}"),
+        SizeKind::Exact(w, h) => format!("{w},{h}"),
+        SizeKind::Confined(w, h) => format!("!{w},{h}"),
+    };
+    format!("{up}{body}")
+}
+
+fn region_text(r: Region) -> String {
+    match r {
+        Region::Full => "full".to_owned(),
+        Region::Square => "square".to_owned(),
+        Region::Pixels(x, y, w, h) => format!("{x},{y},{w},{h}"),
+        Region::Percent(x, y, w, h) => format!("pct:{x},{y},{w},{h}"),
+    }
+}
+
+fn rotation_text(r: Rotation) -> String {
+    format!("{}{}", if r.mirror { "!" } else { "" }, r.degrees)
+}
+
+fn within_the_caps(w: u32, h: u32) -> bool {
+    w <= MAX_SIDE && h <= MAX_SIDE && u64::from(w) * u64::from(h) <= MAX_AREA
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn any_region_text_parses_or_is_a_bad_request(s in parameter_text()) {
+        match parse_region(&s) {
+            Ok(Region::Full | Region::Square) => {}
+            Ok(Region::Pixels(_, _, w, h)) => prop_assert!(w > 0 && h > 0),
+            Ok(Region::Percent(x, y, w, h)) => {
+                for v in [x, y, w, h] {
+                    prop_assert!(v.is_finite() && v >= 0.0);
+                }
+                prop_assert!(w > 0.0 && h > 0.0);
+            }
+            Err(e) => prop_assert!(matches!(e, IiifError::BadRequest(_)), "{e:?}"),
+        }
+    }
+
+    #[test]
+    fn any_size_text_parses_or_is_a_bad_request(s in parameter_text()) {
+        match parse_size(&s) {
+            Ok(size) => {
+                prop_assert_eq!(size.upscale, s.starts_with('^'));
+                match size.kind {
+                    SizeKind::Max => {}
+                    SizeKind::Width(v) | SizeKind::Height(v) => prop_assert!(v > 0),
+                    SizeKind::Exact(w, h) | SizeKind::Confined(w, h) => {
+                        prop_assert!(w > 0 && h > 0)
+                    }
+                    SizeKind::Percent(p) => prop_assert!(p.is_finite() && p > 0.0),
+                }
+            }
+            Err(e) => prop_assert!(matches!(e, IiifError::BadRequest(_)), "{e:?}"),
+        }
+    }
+
+    #[test]
+    fn any_rotation_text_is_zero_to_360_or_a_bad_request(s in parameter_text()) {
+        match parse_rotation(&s) {
+            Ok(r) => {
+                prop_assert!((0.0..=360.0).contains(&r.degrees), "{r:?}");
+                prop_assert_eq!(r.mirror, s.starts_with('!'));
+            }
+            Err(e) => prop_assert!(matches!(e, IiifError::BadRequest(_)), "{e:?}"),
+        }
+    }
+
+    #[test]
+    fn any_quality_format_text_is_known_not_offered_or_bad(
+        s in prop_oneof![
+            "(default|color|gray|bitonal|sepia|)\\.(jpg|png|webp|tif|gif|jp2|pdf|bmp|)",
+            parameter_text(),
+        ]
+    ) {
+        match parse_quality_format(&s) {
+            Ok(_) => {}
+            Err(IiifError::NotImplemented(_)) => {
+                let (_, f) = s.rsplit_once('.').expect("a format was read");
+                prop_assert!(["tif", "gif", "jp2", "pdf"].contains(&f), "{s:?}");
+            }
+            Err(IiifError::BadRequest(_)) => {}
+        }
+    }
+
+    #[test]
+    fn a_request_parses_exactly_when_each_parameter_does(
+        r in parameter_text(),
+        s in parameter_text(),
+        rot in parameter_text(),
+        qf in prop_oneof![
+            "(default|color|gray|bitonal|sepia)\\.(jpg|png|webp|tif|bmp)",
+            parameter_text(),
+        ],
+    ) {
+        let whole = parse(&r, &s, &rot, &qf);
+        match (parse_region(&r), parse_size(&s), parse_rotation(&rot), parse_quality_format(&qf)) {
+            (Ok(region), Ok(size), Ok(rotation), Ok((quality, format))) => {
+                prop_assert_eq!(whole, Ok(ImageRequest { region, size, rotation, quality, format }));
+            }
+            _ => prop_assert!(whole.is_err()),
+        }
+    }
+
+    #[test]
+    fn pixel_regions_parse_to_their_numbers(
+        x in any::<u32>(), y in any::<u32>(), w in any::<u32>(), h in any::<u32>()
+    ) {
+        let parsed = parse_region(&format!("{x},{y},{w},{h}"));
+        if w == 0 || h == 0 {
+            prop_assert!(matches!(parsed, Err(IiifError::BadRequest(_))));
+        } else {
+            prop_assert_eq!(parsed, Ok(Region::Pixels(x, y, w, h)));
+        }
+    }
+
+    #[test]
+    fn percent_regions_parse_to_their_numbers(
+        x in decimal(0.0, 100.0),
+        y in decimal(0.0, 100.0),
+        w in decimal(0.0, 100.0),
+        h in decimal(0.0, 100.0),
+    ) {
+        let parsed = parse_region(&format!("pct:{x},{y},{w},{h}"));
+        if w == 0.0 || h == 0.0 {
+            prop_assert!(matches!(parsed, Err(IiifError::BadRequest(_))));
+        } else {
+            prop_assert_eq!(parsed, Ok(Region::Percent(x, y, w, h)));
+        }
+    }
+
+    #[test]
+    fn sizes_parse_back_from_their_canonical_spelling(s in size()) {
+        prop_assert_eq!(parse_size(&size_text(s)), Ok(s));
+    }
+
+    #[test]
+    fn a_confined_size_needs_both_sides(w in 1u32..100_000, up in any::<bool>()) {
+        let up = if up { "^" } else { "" };
+        let (width_only, height_only) = (format!("{up}!{w},"), format!("{up}!,{w}"));
+        prop_assert!(parse_size(&width_only).is_err(), "{width_only}");
+        prop_assert!(parse_size(&height_only).is_err(), "{height_only}");
+    }
+
+    #[test]
+    fn rotations_from_0_to_360_parse_with_and_without_mirroring(r in rotation()) {
+        prop_assert_eq!(parse_rotation(&rotation_text(r)), Ok(r));
+    }
+
+    #[test]
+    fn rotations_past_360_are_refused(d in prop_oneof![
+        (361u32..1_000_000).prop_map(f64::from),
+        360.001f64..1e12,
+    ], mirror in any::<bool>()) {
+        let text = rotation_text(Rotation { mirror, degrees: d });
+        prop_assert!(matches!(parse_rotation(&text), Err(IiifError::BadRequest(_))), "{text}");
+    }
+
+    #[test]
+    fn whole_requests_parse_from_canonical_parameters(
+        r in region(), s in size(), rot in rotation(),
+        q in prop::sample::select(vec![
+            ("default", Quality::Default),
+            ("color", Quality::Color),
+            ("gray", Quality::Gray),
+            ("bitonal", Quality::Bitonal),
+        ]),
+        f in prop::sample::select(vec![
+            ("jpg", Format::Jpg),
+            ("png", Format::Png),
+            ("webp", Format::Webp),
+        ]),
+    ) {
+        let parsed = parse(
+            &region_text(r),
+            &size_text(s),
+            &rotation_text(rot),
+            &format!("{}.{}", q.0, f.0),
+        );
+        prop_assert_eq!(
+            parsed,
+            Ok(ImageRequest { region: r, size: s, rotation: rot, quality: q.1, format: f.1 })
+        );
+    }
+
+    #[test]
+    fn a_region_lies_inside_the_image(r in region(), w in 1u32..50_000, h in 1u32..50_000) {
+        if let Ok((x, y, rw, rh)) = region_rect(r, w, h) {
+            prop_assert!(rw > 0 && rh > 0);
+            prop_assert!(u64::from(x) + u64::from(rw) <= u64::from(w));
+            prop_assert!(u64::from(y) + u64::from(rh) <= u64::from(h));
+        }
+    }
+
+    #[test]
+    fn a_scaled_size_once_rotated_stays_within_the_caps(
+        s in size(), rot in rotation(), r in region(), w in 1u32..50_000, h in 1u32..50_000,
+    ) {
+        let Ok((_, _, rw, rh)) = region_rect(r, w, h) else { return Ok(()) };
+        if let Ok((sw, sh)) = scaled_size(s, rot, rw, rh) {
+            prop_assert!(sw > 0 && sh > 0);
+            let (bw, bh) = rotated_box(sw, sh, rot.degrees);
+            prop_assert!(within_the_caps(bw, bh), "{s:?} {rot:?} {rw}x{rh} -> {sw}x{sh}, turned {bw}x{bh}");
+            if !s.upscale {
+                prop_assert!(sw <= rw && sh <= rh, "{s:?} {rw}x{rh} -> {sw}x{sh}");
+            }
+            if let SizeKind::Exact(ew, eh) = s.kind {
+                prop_assert_eq!((sw, sh), (ew, eh));
+            }
+        }
+    }
+
+    #[test]
+    fn max_always_fits_an_unturned_image(
+        up in any::<bool>(), r in region(), w in 1u32..200_000, h in 1u32..200_000,
+    ) {
+        let Ok((_, _, rw, rh)) = region_rect(r, w, h) else { return Ok(()) };
+        let max = Size { upscale: up, kind: SizeKind::Max };
+        let turn = Rotation { mirror: false, degrees: 0.0 };
+        let (sw, sh) = scaled_size(max, turn, rw, rh).expect("max shrinks to fit");
+        prop_assert!(within_the_caps(sw, sh) && sw <= rw && sh <= rh);
+    }
+
+    /// `scaled_size` promises that `max` shrinks to fit once turned. It shrinks
+    /// by a factor taken from the rounded box and floors the sides, and the
+    /// box rounded again can still pass MAX_AREA by a few thousand pixels.
+    #[test]
+    fn max_always_fits_a_turned_image(
+        r in region(), rot in rotation(), w in 1u32..60_000, h in 1u32..60_000,
+    ) {
+        let Ok((_, _, rw, rh)) = region_rect(r, w, h) else { return Ok(()) };
+        let max = Size { upscale: false, kind: SizeKind::Max };
+        let fitted = scaled_size(max, rot, rw, rh);
+        prop_assert!(fitted.is_ok(), "{rw}x{rh} turned {rot:?}: {fitted:?}");
+    }
+}
