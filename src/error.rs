@@ -21,6 +21,8 @@ pub enum ApiError {
     },
     InvalidTransition(String),
     PayloadTooLarge(String),
+    /// A paging cursor this server did not make for this query.
+    BadCursor,
     /// The client was too slow to send its request, or the request ran past its limit.
     Timeout(String),
     Unavailable,
@@ -40,6 +42,9 @@ impl ApiError {
             | ApiError::PayloadTooLarge(m)
             | ApiError::Timeout(m) => m.clone(),
             ApiError::Conflict { message, .. } => message.clone(),
+            ApiError::BadCursor => {
+                "the cursor is not one this server gave out for this query".into()
+            }
             ApiError::Unavailable => "the store is unavailable, try again".into(),
             ApiError::Internal => "internal error".into(),
         }
@@ -55,6 +60,7 @@ impl ApiError {
             ApiError::InvalidTransition(_) => "INVALID_TRANSITION",
             ApiError::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
             ApiError::Timeout(_) => "TIMEOUT",
+            ApiError::BadCursor => "BAD_CURSOR",
             ApiError::Unavailable => "UNAVAILABLE",
             ApiError::Internal => "INTERNAL",
         }
@@ -69,6 +75,7 @@ impl ApiError {
             ApiError::Conflict { .. } | ApiError::InvalidTransition(_) => 409,
             ApiError::PayloadTooLarge(_) => 413,
             ApiError::Timeout(_) => 408,
+            ApiError::BadCursor => 400,
             ApiError::Unavailable => 503,
             ApiError::Internal => 500,
         }
@@ -82,9 +89,7 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::BadCursor => {
-                ApiError::BadUserInput("the cursor is not valid for this query".into())
-            }
+            StoreError::BadCursor => ApiError::BadCursor,
             StoreError::Unavailable(msg) => {
                 tracing::error!(error = %msg, "store unavailable");
                 ApiError::Unavailable

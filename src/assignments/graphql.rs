@@ -1,13 +1,14 @@
 //! GraphQL types and root fields of the assignments domain. Every relation
 //! (portal, child category, keyword) goes through the request's DataLoaders.
 
-use async_graphql::connection::{Connection, ConnectionNameType, Edge, EdgeNameType, EmptyFields};
+use async_graphql::connection::{ConnectionNameType, EdgeNameType};
 use async_graphql::{Context, ID, InputObject, Object, OutputType, Result, SimpleObject};
 
 use super::model::{self, AssignmentKey, AssignmentStatus, AssignmentType};
 use super::service::{AssignmentPage, Assignments, SuggestInput, Suggester};
 use crate::auth::Principal;
 use crate::common::page_size;
+use crate::graphql::connection::{self, Page, connection};
 use crate::themes::graphql::{Category, Keyword, loaders};
 
 fn assignments<'a>(ctx: &Context<'a>) -> &'a Assignments {
@@ -83,16 +84,10 @@ impl Assignment {
     }
 }
 
-pub type AssignmentConnection = Connection<String, Assignment>;
+pub type AssignmentConnection = Page<Assignment>;
 
-fn connection(page: AssignmentPage, has_previous: bool) -> AssignmentConnection {
-    let mut conn = Connection::new(has_previous, page.has_next);
-    conn.edges.extend(
-        page.items
-            .into_iter()
-            .map(|(c, a)| Edge::new(c, Assignment(a))),
-    );
-    conn
+fn assignment_page(page: AssignmentPage, after: bool) -> AssignmentConnection {
+    connection(page.map(Assignment), after)
 }
 
 /// `Keyword.assignments`, resolved here so the themes domain stays unaware of assignments.
@@ -104,6 +99,7 @@ pub async fn keyword_assignments(
     after: Option<String>,
 ) -> Result<AssignmentConnection> {
     let first = page_size(first)?;
+    let after = connection::after(after)?;
     let has_previous = after.is_some();
     let page = assignments(ctx)
         .of_keyword(
@@ -113,7 +109,7 @@ pub async fn keyword_assignments(
             after,
         )
         .await?;
-    Ok(connection(page, has_previous))
+    Ok(assignment_page(page, has_previous))
 }
 
 pub struct ReleaseQueueName;
@@ -130,8 +126,7 @@ impl EdgeNameType for ReleaseQueueEdgeName {
 }
 
 /// The ddb ids waiting for the reindexer.
-pub type ReleaseQueueConnection =
-    Connection<String, ID, EmptyFields, EmptyFields, ReleaseQueueName, ReleaseQueueEdgeName>;
+pub type ReleaseQueueConnection = Page<ID, ReleaseQueueName, ReleaseQueueEdgeName>;
 
 /// One release run of a portal.
 #[derive(SimpleObject)]
@@ -239,11 +234,12 @@ impl AssignmentsQuery {
         after: Option<String>,
     ) -> Result<AssignmentConnection> {
         let first = page_size(first)?;
+        let after = connection::after(after)?;
         let has_previous = after.is_some();
         let page = assignments(ctx)
             .list(&portal_id, status, creator.as_deref(), first, after)
             .await?;
-        Ok(connection(page, has_previous))
+        Ok(assignment_page(page, has_previous))
     }
 
     /// Every assignment of one object (optionally only in one portal).
@@ -293,12 +289,10 @@ impl AssignmentsQuery {
         after: Option<String>,
     ) -> Result<ReleaseQueueConnection> {
         let first = page_size(first)?;
+        let after = connection::after(after)?;
         let has_previous = after.is_some();
-        let (items, has_next) = assignments(ctx).release_queue(first, after).await?;
-        let mut conn = ReleaseQueueConnection::new(has_previous, has_next);
-        conn.edges
-            .extend(items.into_iter().map(|(c, id)| Edge::new(c, ID(id))));
-        Ok(conn)
+        let page = assignments(ctx).release_queue(first, after).await?;
+        Ok(connection(page.map(ID), has_previous))
     }
 
     /// The portal's last successful and last failed release run.

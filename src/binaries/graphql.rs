@@ -1,6 +1,5 @@
 //! GraphQL types and root fields of the binaries domain.
 
-use async_graphql::connection::{Connection, Edge};
 use async_graphql::{Context, ID, Object, Result, SimpleObject, Upload};
 
 use super::model::{BinaryStatus, DERIVATIVES, Original, Reference};
@@ -8,6 +7,8 @@ use super::service::{Binaries, CHUNK, Registered};
 use crate::auth::{Principal, Role};
 use crate::common::page_size;
 use crate::error::ApiError;
+use crate::graphql::connection::{self, Page, connection};
+use crate::store::Listed;
 
 fn binaries<'a>(ctx: &Context<'a>) -> &'a Binaries {
     ctx.data_unchecked::<Binaries>()
@@ -156,11 +157,16 @@ impl BinariesQuery {
         context: String,
         first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, Binary>> {
+    ) -> Result<Page<Binary>> {
         let first = page_size(first)?;
+        let after = connection::after(after)?;
         let has_previous = after.is_some();
         let page = binaries(ctx).context_page(&context, first, after).await?;
-        let ids: Vec<String> = page.rows.iter().map(|r| r.string("reference_id")).collect();
+        let ids: Vec<String> = page
+            .items
+            .iter()
+            .map(|(_, e)| e.reference_id.clone())
+            .collect();
         let refs = binaries(ctx).references(&ids).await?;
         let original_ids: Vec<String> = refs
             .iter()
@@ -171,19 +177,28 @@ impl BinariesQuery {
             })
             .collect();
         let originals = binaries(ctx).originals(&original_ids).await?;
-        let mut conn = Connection::new(has_previous, page.next.is_some());
-        for ((reference, original), cursor) in refs.into_iter().zip(originals).zip(page.cursors) {
-            if let (Some(reference), Some(original)) = (reference, original) {
-                conn.edges.push(Edge::new(
+        let items = page
+            .items
+            .into_iter()
+            .zip(refs.into_iter().zip(originals))
+            .filter_map(|((cursor, _), pair)| match pair {
+                (Some(reference), Some(original)) => Some((
                     cursor,
                     Binary {
                         reference,
                         original,
                     },
-                ));
-            }
-        }
-        Ok(conn)
+                )),
+                _ => None,
+            })
+            .collect();
+        Ok(connection(
+            Listed {
+                items,
+                has_next: page.has_next,
+            },
+            has_previous,
+        ))
     }
 }
 

@@ -1,6 +1,7 @@
 //! Schema assembly: the domains' root fields merged into one schema, with the
 //! depth and complexity limits, and the helpers every resolver shares.
 
+pub mod connection;
 pub mod limits;
 
 use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema};

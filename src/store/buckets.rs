@@ -11,8 +11,7 @@
 use std::collections::VecDeque;
 
 use super::{
-    Page, Row, Slice, Store, StoreError, Table, Value, decode_cursor, encode_cursor, fnv1a, key,
-    slice_fingerprint,
+    Cursor, Page, Row, Slice, Store, StoreError, Table, Value, fnv1a, key, slice_fingerprint,
 };
 
 /// Buckets per logical partition. Part of the stored data's layout: changing it
@@ -54,7 +53,7 @@ struct Source {
     slice: Slice,
     rows: VecDeque<(Vec<u8>, Row)>,
     /// The store's cursor for the rest of this bucket; `None` once it is read out.
-    next: Option<String>,
+    next: Option<Cursor>,
     started: bool,
     chunk: usize,
 }
@@ -93,7 +92,7 @@ pub async fn merged_slice(
     let fp = merged_fingerprint(table, partitions, template);
     let pk = table.partition_key.len();
     let after = match &template.after {
-        Some(c) => Some(decode_cursor(table, fp, c, pk, table.clustering.len())?),
+        Some(c) => Some(c.key(table, fp, pk, table.clustering.len())?),
         None => None,
     };
     let limit = template.limit;
@@ -106,7 +105,7 @@ pub async fn merged_slice(
             slice.after = None;
             let start = after
                 .as_ref()
-                .map(|k| encode_cursor(slice_fingerprint(table, &slice), k.clone()));
+                .map(|k| Cursor::after(slice_fingerprint(table, &slice), k.clone()));
             Source {
                 slice,
                 rows: VecDeque::new(),
@@ -162,6 +161,7 @@ pub async fn merged_slice(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{decode_cursor, encode_cursor};
 
     #[test]
     fn buckets_are_stable_and_spread() {

@@ -11,7 +11,6 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use base64::Engine as _;
 use futures::{StreamExt, TryStreamExt};
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
@@ -23,8 +22,8 @@ use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::CqlValue;
 
 use super::{
-    Bound, Cas, CasOutcome, Condition, Mutation, Order, Page, Row, Slice, Store, StoreError, Table,
-    Value, check_key, check_slice, decode_cursor, slice_fingerprint,
+    Bound, Cas, CasOutcome, Condition, Cursor, Mutation, Order, Page, Row, Slice, Store,
+    StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
 };
 use crate::metrics;
 
@@ -355,7 +354,7 @@ impl Store for CqlStore {
         // Reading "forward" means ascending values when the columns are ASC.
         let ascending = (rest.first().map(|c| c.1) == Some(Order::Asc)) != s.reverse;
         let after = match &s.after {
-            Some(c) => Some(decode_cursor(table, fp, c, pk, table.clustering.len())?),
+            Some(c) => Some(c.key(table, fp, pk, table.clustering.len())?),
             None => None,
         };
         let tuple = |cols: &[&(super::Column, Order)]| {
@@ -534,20 +533,12 @@ impl Store for CqlStore {
     async fn scan(
         &self,
         table: &'static Table,
-        after: Option<String>,
+        after: Option<Cursor>,
         limit: usize,
     ) -> Result<Page, StoreError> {
-        let fp = super::fnv1a(self.name(table).as_bytes()).to_be_bytes();
+        let fp = super::fnv1a(self.name(table).as_bytes());
         let state = match &after {
-            Some(c) => {
-                let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                    .decode(c)
-                    .map_err(|_| StoreError::BadCursor)?;
-                if raw.len() < 8 || raw[..8] != fp {
-                    return Err(StoreError::BadCursor);
-                }
-                PagingState::new_from_raw_bytes(&raw[8..])
-            }
+            Some(c) => PagingState::new_from_raw_bytes(c.paging_state(fp)?),
             None => PagingState::start(),
         };
         let cql = format!("SELECT {} FROM {}", select_list(table), self.name(table));
@@ -567,11 +558,9 @@ impl Store for CqlStore {
             })?;
         let rows = Self::rows(table, result)?;
         let next = match next {
-            PagingStateResponse::HasMorePages { state } => state.as_bytes_slice().map(|b| {
-                let mut raw = fp.to_vec();
-                raw.extend_from_slice(b);
-                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
-            }),
+            PagingStateResponse::HasMorePages { state } => {
+                state.as_bytes_slice().map(|b| Cursor::paging(fp, b))
+            }
             PagingStateResponse::NoMorePages => None,
         };
         Ok(Page {

@@ -17,8 +17,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 use super::key;
 use super::{
-    Bound, Cas, CasOutcome, Condition, Mutation, Order, Page, Row, Slice, Store, StoreError, Table,
-    Value, check_key, check_slice, decode_cursor, encode_cursor, slice_fingerprint,
+    Bound, Cas, CasOutcome, Condition, Cursor, Mutation, Order, Page, Row, Slice, Store,
+    StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
 };
 
 const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
@@ -273,7 +273,7 @@ impl Store for EmbeddedStore {
         let (start, end) = slice_range(table, s)?;
         let after = match &s.after {
             Some(c) => {
-                let ck = decode_cursor(table, fp, c, pk, table.clustering.len())?;
+                let ck = c.key(table, fp, pk, table.clustering.len())?;
                 let mut full = s.partition.clone();
                 full.extend(ck);
                 Some(key::encode(table, &full)?)
@@ -445,15 +445,12 @@ impl Store for EmbeddedStore {
     async fn scan(
         &self,
         table: &'static Table,
-        after: Option<String>,
+        after: Option<Cursor>,
         limit: usize,
     ) -> Result<Page, StoreError> {
         let fp = super::fnv1a(table.qualified().as_bytes());
         let start = match &after {
-            Some(c) => Some(key::encode(
-                table,
-                &decode_cursor(table, fp, c, 0, table.key_len())?,
-            )?),
+            Some(c) => Some(key::encode(table, &c.key(table, fp, 0, table.key_len())?)?),
             None => None,
         };
         let prefix = key::table_prefix(table);
@@ -488,7 +485,7 @@ impl Store for EmbeddedStore {
         let next = if rows.len() > limit {
             rows.truncate(limit);
             let last = rows.last().map(Row::key).transpose()?.unwrap_or_default();
-            Some(encode_cursor(fp, last))
+            Some(Cursor::after(fp, last))
         } else {
             None
         };

@@ -8,382 +8,24 @@
 
 pub mod buckets;
 pub mod cql;
+mod cursor;
 pub mod embedded;
 mod key;
+mod table;
+
+pub use cursor::{Cursor, fnv1a_hex};
+#[cfg(test)]
+pub(crate) use cursor::{decode_cursor, encode_cursor};
+pub(crate) use cursor::{fnv1a, slice_fingerprint};
+pub use table::{Column, ColumnType, Keyspace, Order, Row, Table, Value, col};
+pub(crate) use table::{check_key, check_types};
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics;
-
-/// The keyspace families of DESIGN.md; the cluster name is `<family>_<env>`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Keyspace {
-    Themes,
-    Target,
-    Binaries,
-    Suggestions,
-    Crawl,
-}
-
-impl Keyspace {
-    pub fn prefix(self) -> &'static str {
-        match self {
-            Keyspace::Themes => "themes",
-            Keyspace::Target => "target",
-            Keyspace::Binaries => "binaries",
-            Keyspace::Suggestions => "suggestions",
-            Keyspace::Crawl => "crawl",
-        }
-    }
-}
-
-/// Column types the seam supports (a deliberately small subset of CQL).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ColumnType {
-    Text,
-    Int,
-    BigInt,
-    Double,
-    Boolean,
-    Blob,
-    TextList,
-}
-
-impl ColumnType {
-    pub fn cql(self) -> &'static str {
-        match self {
-            ColumnType::Text => "text",
-            ColumnType::Int => "int",
-            ColumnType::BigInt => "bigint",
-            ColumnType::Double => "double",
-            ColumnType::Boolean => "boolean",
-            ColumnType::Blob => "blob",
-            ColumnType::TextList => "list<text>",
-        }
-    }
-}
-
-#[derive(Debug)]
-pub struct Column {
-    pub name: &'static str,
-    pub ty: ColumnType,
-}
-
-pub const fn col(name: &'static str, ty: ColumnType) -> Column {
-    Column { name, ty }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Order {
-    Asc,
-    Desc,
-}
-
-/// One table, declared once. Row values are always laid out in this order:
-/// partition key columns, clustering columns, then the other columns.
-#[derive(Debug)]
-pub struct Table {
-    pub keyspace: Keyspace,
-    pub name: &'static str,
-    pub partition_key: &'static [Column],
-    pub clustering: &'static [(Column, Order)],
-    pub columns: &'static [Column],
-}
-
-impl Table {
-    pub fn key_len(&self) -> usize {
-        self.partition_key.len() + self.clustering.len()
-    }
-
-    pub fn width(&self) -> usize {
-        self.key_len() + self.columns.len()
-    }
-
-    /// Every column in row order.
-    pub fn all_columns(&self) -> impl Iterator<Item = &'static Column> + use<> {
-        let t: &'static [Column] = self.partition_key;
-        let c: &'static [(Column, Order)] = self.clustering;
-        let r: &'static [Column] = self.columns;
-        t.iter().chain(c.iter().map(|(c, _)| c)).chain(r.iter())
-    }
-
-    pub fn column(&self, i: usize) -> &'static Column {
-        let pk: &'static [Column] = self.partition_key;
-        let ck: &'static [(Column, Order)] = self.clustering;
-        let rc: &'static [Column] = self.columns;
-        if i < pk.len() {
-            &pk[i]
-        } else if i < pk.len() + ck.len() {
-            &ck[i - pk.len()].0
-        } else {
-            &rc[i - pk.len() - ck.len()]
-        }
-    }
-
-    pub fn index_of(&self, name: &str) -> Option<usize> {
-        self.all_columns().position(|c| c.name == name)
-    }
-
-    pub fn qualified(&self) -> String {
-        format!("{}.{}", self.keyspace.prefix(), self.name)
-    }
-}
-
-/// One cell value.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Value {
-    Text(String),
-    Int(i32),
-    BigInt(i64),
-    Double(f64),
-    Boolean(bool),
-    Blob(#[serde(with = "blob_text")] Vec<u8>),
-    TextList(Vec<String>),
-}
-
-/// Blobs serialise as base64 text (the embedded engine stores rows as JSON;
-/// a list of numbers would quadruple every chunk).
-mod blob_text {
-    use base64::Engine as _;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let text = String::deserialize(d)?;
-        base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(serde::de::Error::custom)
-    }
-}
-
-impl Value {
-    pub fn column_type(&self) -> ColumnType {
-        match self {
-            Value::Text(_) => ColumnType::Text,
-            Value::Int(_) => ColumnType::Int,
-            Value::BigInt(_) => ColumnType::BigInt,
-            Value::Double(_) => ColumnType::Double,
-            Value::Boolean(_) => ColumnType::Boolean,
-            Value::Blob(_) => ColumnType::Blob,
-            Value::TextList(_) => ColumnType::TextList,
-        }
-    }
-}
-
-impl From<&str> for Value {
-    fn from(s: &str) -> Self {
-        Value::Text(s.to_owned())
-    }
-}
-impl From<String> for Value {
-    fn from(s: String) -> Self {
-        Value::Text(s)
-    }
-}
-impl From<&String> for Value {
-    fn from(s: &String) -> Self {
-        Value::Text(s.clone())
-    }
-}
-impl From<i32> for Value {
-    fn from(v: i32) -> Self {
-        Value::Int(v)
-    }
-}
-impl From<i64> for Value {
-    fn from(v: i64) -> Self {
-        Value::BigInt(v)
-    }
-}
-impl From<f64> for Value {
-    fn from(v: f64) -> Self {
-        Value::Double(v)
-    }
-}
-impl From<bool> for Value {
-    fn from(v: bool) -> Self {
-        Value::Boolean(v)
-    }
-}
-impl From<Vec<String>> for Value {
-    fn from(v: Vec<String>) -> Self {
-        Value::TextList(v)
-    }
-}
-impl From<Vec<u8>> for Value {
-    fn from(v: Vec<u8>) -> Self {
-        Value::Blob(v)
-    }
-}
-
-/// A row of one table: values in [`Table`] row order, `None` for null.
-#[derive(Clone, Debug)]
-pub struct Row {
-    pub table: &'static Table,
-    pub values: Vec<Option<Value>>,
-}
-
-impl PartialEq for Row {
-    fn eq(&self, other: &Self) -> bool {
-        std::ptr::eq(self.table, other.table) && self.values == other.values
-    }
-}
-
-impl Row {
-    pub fn new(table: &'static Table) -> Self {
-        Row {
-            table,
-            values: vec![None; table.width()],
-        }
-    }
-
-    /// Sets a column by name. Panics on a name the table does not declare:
-    /// that is a programming error, caught by the first test that writes the row.
-    pub fn set(mut self, name: &str, value: impl Into<Value>) -> Self {
-        let i = self.idx(name);
-        self.values[i] = Some(value.into());
-        self
-    }
-
-    pub fn set_opt(mut self, name: &str, value: Option<impl Into<Value>>) -> Self {
-        let i = self.idx(name);
-        self.values[i] = value.map(Into::into);
-        self
-    }
-
-    fn idx(&self, name: &str) -> usize {
-        self.table
-            .index_of(name)
-            .unwrap_or_else(|| panic!("table {} has no column {name}", self.table.name))
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Value> {
-        self.values[self.idx(name)].as_ref()
-    }
-
-    pub fn text(&self, name: &str) -> Option<&str> {
-        match self.get(name) {
-            Some(Value::Text(s)) => Some(s),
-            _ => None,
-        }
-    }
-
-    pub fn string(&self, name: &str) -> String {
-        self.text(name).unwrap_or_default().to_owned()
-    }
-
-    pub fn text_list(&self, name: &str) -> Vec<String> {
-        match self.get(name) {
-            Some(Value::TextList(v)) => v.clone(),
-            _ => Vec::new(),
-        }
-    }
-
-    pub fn int(&self, name: &str) -> Option<i32> {
-        match self.get(name) {
-            Some(Value::Int(v)) => Some(*v),
-            _ => None,
-        }
-    }
-
-    pub fn bigint(&self, name: &str) -> Option<i64> {
-        match self.get(name) {
-            Some(Value::BigInt(v)) => Some(*v),
-            _ => None,
-        }
-    }
-
-    pub fn double(&self, name: &str) -> Option<f64> {
-        match self.get(name) {
-            Some(Value::Double(v)) => Some(*v),
-            _ => None,
-        }
-    }
-
-    pub fn boolean(&self, name: &str) -> Option<bool> {
-        match self.get(name) {
-            Some(Value::Boolean(v)) => Some(*v),
-            _ => None,
-        }
-    }
-
-    /// The primary key values (partition key then clustering).
-    pub fn key(&self) -> Result<Vec<Value>, StoreError> {
-        self.values[..self.table.key_len()]
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                v.clone().ok_or_else(|| {
-                    StoreError::Invalid(format!(
-                        "{}: key column {} is null",
-                        self.table.name,
-                        self.table.column(i).name
-                    ))
-                })
-            })
-            .collect()
-    }
-
-    /// Checks that every key column is set and every value has its column's type.
-    pub fn validate(&self) -> Result<(), StoreError> {
-        self.key()?;
-        check_types(self.table, 0, self.values.iter().map(Option::as_ref))
-    }
-}
-
-fn check_types<'a>(
-    table: &'static Table,
-    start: usize,
-    values: impl Iterator<Item = Option<&'a Value>>,
-) -> Result<(), StoreError> {
-    for (i, v) in values.enumerate() {
-        let c = table.column(start + i);
-        if let Some(v) = v
-            && v.column_type() != c.ty
-        {
-            return Err(StoreError::Invalid(format!(
-                "{}.{}: expected {:?}, got {:?}",
-                table.name,
-                c.name,
-                c.ty,
-                v.column_type()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Checks that `key` is a typed prefix of the table's primary key that contains
-/// at least the whole partition key.
-pub(crate) fn check_key(
-    table: &'static Table,
-    key: &[Value],
-    full: bool,
-) -> Result<(), StoreError> {
-    if key.len() < table.partition_key.len() || key.len() > table.key_len() {
-        return Err(StoreError::Invalid(format!(
-            "{}: a key needs {}..={} values, got {}",
-            table.name,
-            table.partition_key.len(),
-            table.key_len(),
-            key.len()
-        )));
-    }
-    if full && key.len() != table.key_len() {
-        return Err(StoreError::Invalid(format!(
-            "{}: full primary key required",
-            table.name
-        )));
-    }
-    check_types(table, 0, key.iter().map(Some))
-}
 
 /// A bound on the first clustering column after the slice's prefix.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -403,7 +45,7 @@ pub struct Slice {
     pub upper: Option<Bound>,
     pub reverse: bool,
     pub limit: usize,
-    pub after: Option<String>,
+    pub after: Option<Cursor>,
 }
 
 impl Slice {
@@ -422,7 +64,7 @@ impl Slice {
         self.limit = limit;
         self
     }
-    pub fn after(mut self, cursor: Option<String>) -> Self {
+    pub fn after(mut self, cursor: Option<Cursor>) -> Self {
         self.after = cursor;
         self
     }
@@ -445,9 +87,9 @@ impl Slice {
 pub struct Page {
     pub rows: Vec<Row>,
     /// The cursor to continue from if more rows may follow.
-    pub next: Option<String>,
+    pub next: Option<Cursor>,
     /// For slices, one cursor per row (continuing after that row); empty for scans.
-    pub cursors: Vec<String>,
+    pub cursors: Vec<Cursor>,
 }
 
 impl Page {
@@ -462,7 +104,7 @@ impl Page {
         let pk = table.partition_key.len();
         let cursors = rows
             .iter()
-            .map(|r| Ok(encode_cursor(fp, r.key()?[pk..].to_vec())))
+            .map(|r| Ok(Cursor::after(fp, r.key()?[pk..].to_vec())))
             .collect::<Result<Vec<_>, StoreError>>()?;
         let next = if more { cursors.last().cloned() } else { None };
         Ok(Page {
@@ -470,6 +112,41 @@ impl Page {
             next,
             cursors,
         })
+    }
+}
+
+/// A page as a domain returns it: typed items, each with the cursor that
+/// continues after it, and whether more follow.
+#[derive(Clone, Debug)]
+pub struct Listed<T> {
+    pub items: Vec<(Cursor, T)>,
+    pub has_next: bool,
+}
+
+impl<T> Listed<T> {
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Listed<U> {
+        let mut f = f;
+        Listed {
+            items: self.items.into_iter().map(|(c, t)| (c, f(t))).collect(),
+            has_next: self.has_next,
+        }
+    }
+}
+
+impl Page {
+    /// The slice page typed: `item` reads each row (rows it cannot read are
+    /// left out, their cursors with them).
+    pub fn listed<T>(self, mut item: impl FnMut(&Row) -> Option<T>) -> Listed<T> {
+        let has_next = self.next.is_some();
+        Listed {
+            items: self
+                .cursors
+                .into_iter()
+                .zip(self.rows.iter())
+                .filter_map(|(c, r)| Some((c, item(r)?)))
+                .collect(),
+            has_next,
+        }
     }
 }
 
@@ -567,7 +244,7 @@ pub trait Store: Send + Sync {
     async fn scan(
         &self,
         table: &'static Table,
-        after: Option<String>,
+        after: Option<Cursor>,
         limit: usize,
     ) -> Result<Page, StoreError>;
     /// Does the store answer?
@@ -613,7 +290,7 @@ impl Store for DynStore {
     async fn scan(
         &self,
         table: &'static Table,
-        after: Option<String>,
+        after: Option<Cursor>,
         limit: usize,
     ) -> Result<Page, StoreError> {
         self.as_ref().scan(table, after, limit).await
@@ -694,7 +371,7 @@ impl<S: Store> Store for Counted<S> {
     async fn scan(
         &self,
         table: &'static Table,
-        after: Option<String>,
+        after: Option<Cursor>,
         limit: usize,
     ) -> Result<Page, StoreError> {
         self.count("scan", table.name);
@@ -710,73 +387,6 @@ impl<S: Store> Store for Counted<S> {
     fn rows_read(&self) -> u64 {
         self.rows.load(std::sync::atomic::Ordering::Relaxed)
     }
-}
-
-/// Cursors: base64url of a JSON document that names the query it belongs to
-/// (a hash of table, partition, prefix, bounds and direction) and the last
-/// clustering key returned. A cursor from another query, or a forged one, is
-/// rejected with [`StoreError::BadCursor`].
-#[derive(Serialize, Deserialize)]
-struct CursorDoc {
-    q: u64,
-    k: Vec<Value>,
-}
-
-pub(crate) fn slice_fingerprint(table: &Table, slice: &Slice) -> u64 {
-    let shape = serde_json::to_vec(&(
-        table.keyspace.prefix(),
-        table.name,
-        &slice.partition,
-        &slice.prefix,
-        &slice.lower,
-        &slice.upper,
-        slice.reverse,
-    ))
-    .unwrap_or_default();
-    fnv1a(&shape)
-}
-
-/// A short stable hash of a text, hex (for ETags and cache keys).
-pub fn fnv1a_hex(text: &str) -> String {
-    format!("{:016x}", fnv1a(text.as_bytes()))
-}
-
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
-pub(crate) fn encode_cursor(fingerprint: u64, key: Vec<Value>) -> String {
-    let doc = CursorDoc {
-        q: fingerprint,
-        k: key,
-    };
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(serde_json::to_vec(&doc).expect("values serialise"))
-}
-
-/// Decodes a cursor and checks it belongs to this query and has the right shape:
-/// `key_len` values typed like the table's key columns from `start`.
-pub(crate) fn decode_cursor(
-    table: &'static Table,
-    fingerprint: u64,
-    cursor: &str,
-    start: usize,
-    key_len: usize,
-) -> Result<Vec<Value>, StoreError> {
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| StoreError::BadCursor)?;
-    let doc: CursorDoc = serde_json::from_slice(&bytes).map_err(|_| StoreError::BadCursor)?;
-    if doc.q != fingerprint || doc.k.len() != key_len {
-        return Err(StoreError::BadCursor);
-    }
-    check_types(table, start, doc.k.iter().map(Some)).map_err(|_| StoreError::BadCursor)?;
-    Ok(doc.k)
 }
 
 pub(crate) fn check_slice(table: &'static Table, slice: &Slice) -> Result<(), StoreError> {

@@ -1,6 +1,5 @@
 //! GraphQL types and root fields of the themes domain.
 
-use async_graphql::connection::{Connection, Edge};
 use async_graphql::{Context, ID, InputObject, Object, Result};
 
 use super::loaders::ThemeLoaders;
@@ -9,6 +8,8 @@ use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
 use crate::auth::{Principal, Role};
 use crate::common::page_size;
 use crate::error::ApiError;
+use crate::graphql::connection::{self, Page, connection};
+use crate::store::Listed;
 
 fn themes<'a>(ctx: &Context<'a>) -> &'a Themes {
     ctx.data_unchecked::<Themes>()
@@ -96,21 +97,29 @@ impl Category {
         first: Option<i32>,
         after: Option<String>,
         #[graphql(default = false)] include_descendants: bool,
-    ) -> Result<Connection<String, Keyword>> {
+    ) -> Result<Page<Keyword>> {
         let first = page_size(first)?;
+        let after = connection::after(after)?;
         let has_previous = after.is_some();
         let page = themes(ctx)
             .category_keyword_ids(&self.0.id, include_descendants, first, after)
             .await?;
-        let ids: Vec<String> = page.rows.iter().map(|r| r.string("keyword_id")).collect();
-        let found = loaders(ctx).keywords.load_many(ids.iter().cloned()).await?;
-        let mut conn = Connection::new(has_previous, page.next.is_some());
-        for (id, cursor) in ids.iter().zip(page.cursors) {
-            if let Some(k) = found.get(id) {
-                conn.edges.push(Edge::new(cursor, Keyword(k.clone())));
-            }
-        }
-        Ok(conn)
+        let found = loaders(ctx)
+            .keywords
+            .load_many(page.items.iter().map(|(_, id)| id.clone()))
+            .await?;
+        let items = page
+            .items
+            .into_iter()
+            .filter_map(|(c, id)| Some((c, Keyword(found.get(&id)?.clone()))))
+            .collect();
+        Ok(connection(
+            Listed {
+                items,
+                has_next: page.has_next,
+            },
+            has_previous,
+        ))
     }
 }
 

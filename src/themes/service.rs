@@ -7,7 +7,7 @@ use super::model::*;
 use super::search;
 use crate::common::{Clock, check_id};
 use crate::error::{ApiError, ApiResult};
-use crate::store::{Bound, DynStore, Mutation, Page, Row, Slice, Table, Value};
+use crate::store::{Bound, Cursor, DynStore, Listed, Mutation, Row, Slice, Table, Value};
 
 const MAX_TEXT: usize = 2_000;
 const MAX_LIST: usize = 100;
@@ -211,14 +211,14 @@ impl Themes {
         category_id: &str,
         include_descendants: bool,
         first: usize,
-        after: Option<String>,
-    ) -> ApiResult<Page> {
+        after: Option<Cursor>,
+    ) -> ApiResult<Listed<String>> {
         let table = if include_descendants {
             &KEYWORDS_HIERARCHIES
         } else {
             &KEYWORDS_CATEGORIES
         };
-        Ok(self
+        let page = self
             .store
             .slice(
                 table,
@@ -226,7 +226,8 @@ impl Themes {
                     .limit(first)
                     .after(after),
             )
-            .await?)
+            .await?;
+        Ok(page.listed(|r| Some(r.string("keyword_id"))))
     }
 
     pub async fn upsert_gnd_entity(&self, input: GndEntityInput) -> ApiResult<GndEntity> {

@@ -837,7 +837,7 @@ async fn paging_2000_assignments_returns_each_once_in_a_stable_order(engine: Eng
             None,
         )
         .await;
-    assert_eq!(code(&r), "BAD_USER_INPUT", "a forged cursor");
+    assert_eq!(code(&r), "BAD_CURSOR", "a forged cursor");
 }
 
 async fn page_all(

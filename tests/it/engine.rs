@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use kartei::store::ColumnType::{BigInt, Boolean, Double, Int, Text, TextList};
 use kartei::store::{
-    Bound, Cas, Condition, Keyspace, Mutation, Order, Row, Slice, StoreError, Table, Value, col,
+    Bound, Cas, Condition, Cursor, Keyspace, Mutation, Order, Row, Slice, StoreError, Table, Value,
+    col,
 };
 
 use crate::both_engines;
@@ -195,7 +196,7 @@ async fn cursors_round_trip_and_forged_ones_are_rejected(engine: Engine) {
     fill(s, &p).await;
     for reverse in [false, true] {
         for bounded in [false, true] {
-            let mk = |after: Option<String>| {
+            let mk = |after: Option<Cursor>| {
                 let mut sl = Slice::partition(vec![p.as_str().into()])
                     .reverse(reverse)
                     .limit(2)
@@ -250,19 +251,28 @@ async fn cursors_round_trip_and_forged_ones_are_rejected(engine: Engine) {
     let cursor = page.next.unwrap();
     for forged in [
         "not base64 at all!".to_owned(),
-        "eyJxIjoxLCJrIjpbXX0".to_owned(), // {"q":1,"k":[]}
-        format!("{cursor}x"),
+        "eyJxIjoxLCJrIjpbXX0".to_owned(), // {"q":1,"k":[]} without a version
+        "1.eyJhIjp7InEiOjEsImsiOltdfX0".to_owned(), // {"a":{"q":1,"k":[]}}: another query
+        format!("{}x", cursor.encode()),
+        cursor.encode()[..cursor.encode().len() - 3].to_owned(),
     ] {
-        let r = s
-            .slice(
-                &PROBE,
-                &Slice::partition(vec![p.as_str().into()])
-                    .limit(2)
-                    .after(Some(forged.clone())),
-            )
-            .await;
+        // Either the text is no cursor at all, or a cursor of another query.
+        let r = match Cursor::decode(&forged) {
+            Err(e) => Err(e),
+            Ok(c) => s
+                .slice(
+                    &PROBE,
+                    &Slice::partition(vec![p.as_str().into()])
+                        .limit(2)
+                        .after(Some(c)),
+                )
+                .await
+                .map(|_| ()),
+        };
         assert!(matches!(r, Err(StoreError::BadCursor)), "{forged}: {r:?}");
     }
+    // The text form round-trips.
+    assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);
     // A cursor of another partition is not valid here.
     let other = uid();
     let r = s
@@ -527,8 +537,18 @@ async fn scans_page_through_a_table(engine: Engine) {
         assert!(pages < 10_000);
     }
     assert!(found);
+    // A slice's cursor does not continue a scan.
+    let slice_cursor = s
+        .slice(
+            &PROBE_DESC,
+            &Slice::partition(vec![p.as_str().into()]).limit(1),
+        )
+        .await
+        .unwrap()
+        .cursors
+        .remove(0);
     assert!(matches!(
-        s.scan(&PROBE_DESC, Some("garbage".into()), 2).await,
+        s.scan(&PROBE_DESC, Some(slice_cursor), 2).await,
         Err(StoreError::BadCursor)
     ));
 }

@@ -411,7 +411,7 @@ impl Store for Faulty {
     async fn scan(
         &self,
         table: &'static Table,
-        after: Option<String>,
+        after: Option<kartei::store::Cursor>,
         limit: usize,
     ) -> Result<Page, StoreError> {
         self.inner.scan(table, after, limit).await

@@ -356,7 +356,7 @@ async fn keyword_pages_cost_a_fixed_number_of_round_trips(engine: Engine) {
     let r = srv
         .gql(q, json!({"c": t.p, "n": 5, "a": "forged"}), None)
         .await;
-    assert_eq!(code(&r), "BAD_USER_INPUT");
+    assert_eq!(code(&r), "BAD_CURSOR");
 }
 
 async fn every_mutation_needs_the_admin_role(engine: Engine) {

@@ -23,7 +23,7 @@ use crate::auth::{Principal, Role};
 use crate::common::{Clock, bounded, check_id};
 use crate::error::{ApiError, ApiResult};
 use crate::store::buckets::{all_buckets, merged_slice};
-use crate::store::{Bound, Cas, Condition, DynStore, Mutation, Row, Slice, Value};
+use crate::store::{Bound, Cas, Condition, Cursor, DynStore, Listed, Mutation, Row, Slice, Value};
 use crate::themes::service::Themes;
 
 /// Keys one `transitionAssignments` call may name.
@@ -50,11 +50,8 @@ pub struct SuggestInput {
     pub confidence: Option<f64>,
 }
 
-/// A page of assignments with a cursor per item.
-pub struct AssignmentPage {
-    pub items: Vec<(String, Assignment)>,
-    pub has_next: bool,
-}
+/// A page of assignments.
+pub type AssignmentPage = Listed<Assignment>;
 
 /// Who a suggestion is recorded as, from the caller's roles.
 #[derive(Clone, Debug)]
@@ -381,7 +378,7 @@ impl Assignments {
         status: Option<AssignmentStatus>,
         creator: Option<&str>,
         first: usize,
-        after: Option<String>,
+        after: Option<Cursor>,
     ) -> ApiResult<AssignmentPage> {
         let (table, prefix): (_, Vec<Value>) = match (status, creator) {
             (None, None) => (&OBJECTS_KEYWORDS, vec![]),
@@ -402,14 +399,14 @@ impl Assignments {
         base: &str,
         prefix: Vec<Value>,
         first: usize,
-        after: Option<String>,
+        after: Option<Cursor>,
     ) -> ApiResult<AssignmentPage> {
         let slice = Slice::partition(vec![])
             .prefix(prefix)
             .limit(first)
             .after(after);
         let page = merged_slice(&*self.store, table, &all_buckets(&[base.into()]), &slice).await?;
-        Ok(to_page(page))
+        Ok(page.listed(Assignment::from_row))
     }
 
     /// The assignments of one object (optionally in one portal).
@@ -437,7 +434,7 @@ impl Assignments {
         keyword_id: &str,
         portal_id: Option<&str>,
         first: usize,
-        after: Option<String>,
+        after: Option<Cursor>,
     ) -> ApiResult<AssignmentPage> {
         let prefix: Vec<Value> = portal_id.map(Into::into).into_iter().collect();
         self.merged(&OBJECTS_KEYWORDS_KEYWORD, keyword_id, prefix, first, after)
@@ -480,19 +477,6 @@ impl Assignments {
             .flatten()
             .collect();
         Ok(all.into_iter().take(MAX_CREATORS).collect())
-    }
-}
-
-fn to_page(page: crate::store::Page) -> AssignmentPage {
-    let has_next = page.next.is_some();
-    AssignmentPage {
-        items: page
-            .cursors
-            .into_iter()
-            .zip(page.rows.iter())
-            .filter_map(|(c, r)| Some((c, Assignment::from_row(r)?)))
-            .collect(),
-        has_next,
     }
 }
 

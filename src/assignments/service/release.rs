@@ -10,18 +10,11 @@ impl Assignments {
     pub async fn release_queue(
         &self,
         first: usize,
-        after: Option<String>,
-    ) -> ApiResult<(Vec<(String, String)>, bool)> {
+        after: Option<Cursor>,
+    ) -> ApiResult<Listed<String>> {
         let slice = Slice::partition(vec![]).limit(first).after(after);
         let page = merged_slice(&*self.store, &RELEASE_DDBIDS, &all_buckets(&[]), &slice).await?;
-        let has_next = page.next.is_some();
-        Ok((
-            page.cursors
-                .into_iter()
-                .zip(page.rows.iter().map(|r| r.string("id")))
-                .collect(),
-            has_next,
-        ))
+        Ok(page.listed(|r| Some(r.string("id"))))
     }
 
     /// The portal's last successful and last failed run (successful first).

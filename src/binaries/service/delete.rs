@@ -27,13 +27,13 @@ impl Binaries {
         let mut n = 0;
         loop {
             let page = self.context_page(context, PAGE, None).await?;
-            if page.rows.is_empty() {
+            if page.items.is_empty() {
                 return Ok(n);
             }
-            for row in &page.rows {
+            for (_, entry) in page.items {
                 let r = Reference {
-                    id: row.string("reference_id"),
-                    original_id: row.string("original_id"),
+                    id: entry.reference_id,
+                    original_id: entry.original_id,
                     context: context.to_owned(),
                     created: String::new(),
                 };

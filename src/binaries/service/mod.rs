@@ -32,7 +32,7 @@ use super::model::*;
 use crate::common::{Clock, check_id, parse_time, random_id};
 use crate::error::{ApiError, ApiResult};
 use crate::store::buckets::bucket_of;
-use crate::store::{DynStore, Mutation, Page, Row, Slice, Table, Value};
+use crate::store::{Cursor, DynStore, Listed, Mutation, Row, Slice, Table, Value};
 
 /// Chunk size of stored originals.
 pub const CHUNK: usize = 1 << 20;
@@ -78,6 +78,13 @@ impl Default for BinaryConfig {
             max_decode_bytes: 2 << 30,
         }
     }
+}
+
+/// A reference listed under its context.
+#[derive(Clone, Debug)]
+pub struct ContextEntry {
+    pub reference_id: String,
+    pub original_id: String,
 }
 
 /// What a registration or upload answers.
@@ -297,9 +304,9 @@ impl Binaries {
         &self,
         context: &str,
         first: usize,
-        after: Option<String>,
-    ) -> ApiResult<Page> {
-        Ok(self
+        after: Option<Cursor>,
+    ) -> ApiResult<Listed<ContextEntry>> {
+        let page = self
             .store()
             .slice(
                 &BINARY_REFS_CONTEXT,
@@ -307,7 +314,13 @@ impl Binaries {
                     .limit(first)
                     .after(after),
             )
-            .await?)
+            .await?;
+        Ok(page.listed(|r| {
+            Some(ContextEntry {
+                reference_id: r.string("reference_id"),
+                original_id: r.string("original_id"),
+            })
+        }))
     }
 
     /// Log lines of a reference, oldest first: (timestamp, message).
@@ -332,14 +345,20 @@ impl Binaries {
         let mut after = None;
         loop {
             let page = self.context_page(context, PAGE, after).await?;
-            let refs: Vec<String> = page.rows.iter().map(|r| r.string("reference_id")).collect();
-            let logs = futures::future::try_join_all(refs.iter().map(|r| self.logs(r))).await?;
-            for (r, lines) in refs.into_iter().zip(logs) {
-                out.extend(lines.into_iter().map(|(t, m)| (r.clone(), t, m)));
+            let logs = futures::future::try_join_all(
+                page.items.iter().map(|(_, e)| self.logs(&e.reference_id)),
+            )
+            .await?;
+            for ((_, e), lines) in page.items.iter().zip(logs) {
+                out.extend(
+                    lines
+                        .into_iter()
+                        .map(|(t, m)| (e.reference_id.clone(), t, m)),
+                );
             }
-            match page.next {
-                Some(n) => after = Some(n),
-                None => return Ok(out),
+            match (page.has_next, page.items.last()) {
+                (true, Some((c, _))) => after = Some(c.clone()),
+                _ => return Ok(out),
             }
         }
     }

@@ -1,0 +1,373 @@
+//! Table declarations and their rows: keyspaces, column types, the one
+//! declaration of each table, cell values and rows in declaration order, and
+//! the type checks every engine applies to keys and rows.
+
+use serde::{Deserialize, Serialize};
+
+use super::StoreError;
+
+/// The keyspace families of DESIGN.md; the cluster name is `<family>_<env>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Keyspace {
+    Themes,
+    Target,
+    Binaries,
+    Suggestions,
+    Crawl,
+}
+
+impl Keyspace {
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Keyspace::Themes => "themes",
+            Keyspace::Target => "target",
+            Keyspace::Binaries => "binaries",
+            Keyspace::Suggestions => "suggestions",
+            Keyspace::Crawl => "crawl",
+        }
+    }
+}
+
+/// Column types the seam supports (a deliberately small subset of CQL).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColumnType {
+    Text,
+    Int,
+    BigInt,
+    Double,
+    Boolean,
+    Blob,
+    TextList,
+}
+
+impl ColumnType {
+    pub fn cql(self) -> &'static str {
+        match self {
+            ColumnType::Text => "text",
+            ColumnType::Int => "int",
+            ColumnType::BigInt => "bigint",
+            ColumnType::Double => "double",
+            ColumnType::Boolean => "boolean",
+            ColumnType::Blob => "blob",
+            ColumnType::TextList => "list<text>",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Column {
+    pub name: &'static str,
+    pub ty: ColumnType,
+}
+
+pub const fn col(name: &'static str, ty: ColumnType) -> Column {
+    Column { name, ty }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    Asc,
+    Desc,
+}
+
+/// One table, declared once. Row values are always laid out in this order:
+/// partition key columns, clustering columns, then the other columns.
+#[derive(Debug)]
+pub struct Table {
+    pub keyspace: Keyspace,
+    pub name: &'static str,
+    pub partition_key: &'static [Column],
+    pub clustering: &'static [(Column, Order)],
+    pub columns: &'static [Column],
+}
+
+impl Table {
+    pub fn key_len(&self) -> usize {
+        self.partition_key.len() + self.clustering.len()
+    }
+
+    pub fn width(&self) -> usize {
+        self.key_len() + self.columns.len()
+    }
+
+    /// Every column in row order.
+    pub fn all_columns(&self) -> impl Iterator<Item = &'static Column> + use<> {
+        let t: &'static [Column] = self.partition_key;
+        let c: &'static [(Column, Order)] = self.clustering;
+        let r: &'static [Column] = self.columns;
+        t.iter().chain(c.iter().map(|(c, _)| c)).chain(r.iter())
+    }
+
+    pub fn column(&self, i: usize) -> &'static Column {
+        let pk: &'static [Column] = self.partition_key;
+        let ck: &'static [(Column, Order)] = self.clustering;
+        let rc: &'static [Column] = self.columns;
+        if i < pk.len() {
+            &pk[i]
+        } else if i < pk.len() + ck.len() {
+            &ck[i - pk.len()].0
+        } else {
+            &rc[i - pk.len() - ck.len()]
+        }
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.all_columns().position(|c| c.name == name)
+    }
+
+    pub fn qualified(&self) -> String {
+        format!("{}.{}", self.keyspace.prefix(), self.name)
+    }
+}
+
+/// One cell value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Value {
+    Text(String),
+    Int(i32),
+    BigInt(i64),
+    Double(f64),
+    Boolean(bool),
+    Blob(#[serde(with = "blob_text")] Vec<u8>),
+    TextList(Vec<String>),
+}
+
+/// Blobs serialise as base64 text (the embedded engine stores rows as JSON;
+/// a list of numbers would quadruple every chunk).
+mod blob_text {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl Value {
+    pub fn column_type(&self) -> ColumnType {
+        match self {
+            Value::Text(_) => ColumnType::Text,
+            Value::Int(_) => ColumnType::Int,
+            Value::BigInt(_) => ColumnType::BigInt,
+            Value::Double(_) => ColumnType::Double,
+            Value::Boolean(_) => ColumnType::Boolean,
+            Value::Blob(_) => ColumnType::Blob,
+            Value::TextList(_) => ColumnType::TextList,
+        }
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::Text(s.to_owned())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Text(s)
+    }
+}
+impl From<&String> for Value {
+    fn from(s: &String) -> Self {
+        Value::Text(s.clone())
+    }
+}
+impl From<i32> for Value {
+    fn from(v: i32) -> Self {
+        Value::Int(v)
+    }
+}
+impl From<i64> for Value {
+    fn from(v: i64) -> Self {
+        Value::BigInt(v)
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Self {
+        Value::Double(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Self {
+        Value::Boolean(v)
+    }
+}
+impl From<Vec<String>> for Value {
+    fn from(v: Vec<String>) -> Self {
+        Value::TextList(v)
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(v: Vec<u8>) -> Self {
+        Value::Blob(v)
+    }
+}
+
+/// A row of one table: values in [`Table`] row order, `None` for null.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub table: &'static Table,
+    pub values: Vec<Option<Value>>,
+}
+
+impl PartialEq for Row {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.table, other.table) && self.values == other.values
+    }
+}
+
+impl Row {
+    pub fn new(table: &'static Table) -> Self {
+        Row {
+            table,
+            values: vec![None; table.width()],
+        }
+    }
+
+    /// Sets a column by name. Panics on a name the table does not declare:
+    /// that is a programming error, caught by the first test that writes the row.
+    pub fn set(mut self, name: &str, value: impl Into<Value>) -> Self {
+        let i = self.idx(name);
+        self.values[i] = Some(value.into());
+        self
+    }
+
+    pub fn set_opt(mut self, name: &str, value: Option<impl Into<Value>>) -> Self {
+        let i = self.idx(name);
+        self.values[i] = value.map(Into::into);
+        self
+    }
+
+    fn idx(&self, name: &str) -> usize {
+        self.table
+            .index_of(name)
+            .unwrap_or_else(|| panic!("table {} has no column {name}", self.table.name))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.values[self.idx(name)].as_ref()
+    }
+
+    pub fn text(&self, name: &str) -> Option<&str> {
+        match self.get(name) {
+            Some(Value::Text(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn string(&self, name: &str) -> String {
+        self.text(name).unwrap_or_default().to_owned()
+    }
+
+    pub fn text_list(&self, name: &str) -> Vec<String> {
+        match self.get(name) {
+            Some(Value::TextList(v)) => v.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn int(&self, name: &str) -> Option<i32> {
+        match self.get(name) {
+            Some(Value::Int(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn bigint(&self, name: &str) -> Option<i64> {
+        match self.get(name) {
+            Some(Value::BigInt(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn double(&self, name: &str) -> Option<f64> {
+        match self.get(name) {
+            Some(Value::Double(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    pub fn boolean(&self, name: &str) -> Option<bool> {
+        match self.get(name) {
+            Some(Value::Boolean(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// The primary key values (partition key then clustering).
+    pub fn key(&self) -> Result<Vec<Value>, StoreError> {
+        self.values[..self.table.key_len()]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.clone().ok_or_else(|| {
+                    StoreError::Invalid(format!(
+                        "{}: key column {} is null",
+                        self.table.name,
+                        self.table.column(i).name
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Checks that every key column is set and every value has its column's type.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        self.key()?;
+        check_types(self.table, 0, self.values.iter().map(Option::as_ref))
+    }
+}
+
+pub(crate) fn check_types<'a>(
+    table: &'static Table,
+    start: usize,
+    values: impl Iterator<Item = Option<&'a Value>>,
+) -> Result<(), StoreError> {
+    for (i, v) in values.enumerate() {
+        let c = table.column(start + i);
+        if let Some(v) = v
+            && v.column_type() != c.ty
+        {
+            return Err(StoreError::Invalid(format!(
+                "{}.{}: expected {:?}, got {:?}",
+                table.name,
+                c.name,
+                c.ty,
+                v.column_type()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `key` is a typed prefix of the table's primary key that contains
+/// at least the whole partition key.
+pub(crate) fn check_key(
+    table: &'static Table,
+    key: &[Value],
+    full: bool,
+) -> Result<(), StoreError> {
+    if key.len() < table.partition_key.len() || key.len() > table.key_len() {
+        return Err(StoreError::Invalid(format!(
+            "{}: a key needs {}..={} values, got {}",
+            table.name,
+            table.partition_key.len(),
+            table.key_len(),
+            key.len()
+        )));
+    }
+    if full && key.len() != table.key_len() {
+        return Err(StoreError::Invalid(format!(
+            "{}: full primary key required",
+            table.name
+        )));
+    }
+    check_types(table, 0, key.iter().map(Some))
+}
