@@ -1,22 +1,62 @@
 //! Assembles the application, in one place: configuration -> store ->
-//! services -> GraphQL schema -> router. `App` is the state every handler
+//! services -> GraphQL schema (the domains' root fields merged) -> router
+//! state. A new domain adds its service and its Query/Mutation here. `App` is the state every handler
 //! reaches through axum's `FromRef`: a domain's routes ask for the part they
 //! need (their service; the caller comes from the request) and never see `App`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema};
 use axum::extract::FromRef;
 
+use crate::assignments::graphql::{AssignmentsMutation, AssignmentsQuery};
 use crate::assignments::service::Assignments;
 use crate::auth::Auth;
 use crate::binaries::fetch::{FetchLimits, FetchPolicy, Fetcher};
+use crate::binaries::graphql::{BinariesMutation, BinariesQuery};
 use crate::binaries::imaging::ImagingLimits;
 use crate::binaries::service::{Binaries, BinaryConfig};
 use crate::config::{BinaryArgs, Limits};
-use crate::graphql::KarteiSchema;
 use crate::store::DynStore;
+use crate::themes::graphql::{ThemesMutation, ThemesQuery};
 use crate::themes::service::Themes;
+
+// Every domain's root query fields (a doc comment would become a schema description).
+#[derive(MergedObject, Default)]
+pub struct Query(ThemesQuery, AssignmentsQuery, BinariesQuery);
+
+// Every domain's mutations.
+#[derive(MergedObject, Default)]
+pub struct Mutation(ThemesMutation, AssignmentsMutation, BinariesMutation);
+
+pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
+
+/// The domain services the resolvers use (from the request's schema data).
+pub struct Services {
+    pub themes: Themes,
+    pub assignments: Assignments,
+    pub binaries: Binaries,
+}
+
+/// The schema over `services` (none: only to print the SDL).
+pub fn schema(services: Option<Services>, limits: &Limits) -> KarteiSchema {
+    let mut b = crate::graphql::bounded(Query::default(), Mutation::default(), limits);
+    if let Some(s) = services {
+        b = b.data(s.themes).data(s.assignments).data(s.binaries);
+    }
+    b.finish()
+}
+
+/// The printed SDL, sorted, as kept in `schema.graphql`.
+pub fn sdl() -> String {
+    schema(None, &Limits::default()).sdl_with_options(
+        SDLExportOptions::new()
+            .sorted_fields()
+            .sorted_arguments()
+            .sorted_enum_items(),
+    )
+}
 
 /// The running application: its store, services, schema and limits.
 pub struct App {
@@ -32,8 +72,8 @@ impl App {
     /// The services over `store` and the schema that serves them.
     pub fn new(store: DynStore, auth: Auth, limits: Limits, binaries: Binaries) -> Arc<Self> {
         let themes = Themes::new(store.clone());
-        let schema = crate::graphql::build(
-            Some(crate::graphql::Services {
+        let schema = schema(
+            Some(Services {
                 themes: themes.clone(),
                 assignments: Assignments::new(store.clone()),
                 binaries: binaries.clone(),

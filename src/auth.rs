@@ -1,5 +1,6 @@
 //! Bearer JWTs: HS256 with a shared secret, or RS256 verified with a public key.
-//! `sub` is the creator recorded on writes; `roles` grants what DESIGN.md lists.
+//! `sub` is the creator recorded on writes; `roles` grants what ARCHITECTURE.md's
+//! "Who may do what" lists.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,15 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// A command run on this machine with direct access to the store (an
+    /// importer): it acts as `name` with `roles`.
+    pub fn local(name: &str, roles: &[Role]) -> Principal {
+        Principal {
+            sub: Some(name.to_owned()),
+            roles: roles.iter().copied().collect(),
+        }
+    }
+
     /// Admin may do everything.
     pub fn has(&self, role: Role) -> bool {
         self.roles.contains(&role) || self.roles.contains(&Role::Admin)

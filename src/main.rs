@@ -89,7 +89,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::RecheckBinaries(args) => recheck_binaries(args).await,
         Command::Token(args) => token(args),
         Command::Schema => {
-            print!("{}", kartei::graphql::sdl());
+            print!("{}", kartei::app::sdl());
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -1,4 +1,4 @@
-//! The assignment tables (seed 000 with DESIGN.md's changes, see cql/README.md):
+//! The assignment tables (seed 000 with the changes cql/README.md lists):
 //! the base table objects_keywords, the five query tables that replace the
 //! seed's materialized views, and the release queue and runs.
 //!

@@ -108,10 +108,12 @@ pub async fn register(
     Caller(caller): Caller,
     body: Result<Json<RegisterBody>, axum::extract::rejection::JsonRejection>,
 ) -> RestResult<Response> {
+    // The service decides; this only answers a caller who may not register
+    // before the body is read.
     caller.require_any(&[Role::Machine, Role::Admin])?;
     let Json(body) = body.map_err(|e| ApiError::bad_input(e.body_text()))?;
     let r = binaries
-        .register_url(&body.url, &body.context, body.mime)
+        .register_url(&caller, &body.url, &body.context, body.mime)
         .await?;
     Ok((StatusCode::ACCEPTED, Json(r)).into_response())
 }
@@ -152,7 +154,7 @@ pub async fn upload(
                         Err(e) => Some((Err(e), f)),
                     }
                 });
-                let r = binaries.upload(&context, stream).await?;
+                let r = binaries.upload(&caller, &context, stream).await?;
                 return Ok((StatusCode::CREATED, Json(r)).into_response());
             }
             other => {
@@ -396,8 +398,7 @@ pub async fn delete_reference(
     Caller(caller): Caller,
     Path(reference): Path<String>,
 ) -> RestResult<Response> {
-    caller.require(Role::Admin)?;
-    binaries.delete_reference(&reference).await?;
+    binaries.delete_reference(&caller, &reference).await?;
     Ok(Json(serde_json::json!({"deleted": 1})).into_response())
 }
 
@@ -407,8 +408,7 @@ pub async fn delete_context(
     Caller(caller): Caller,
     Path(context): Path<String>,
 ) -> RestResult<Response> {
-    caller.require(Role::Admin)?;
-    let n = binaries.delete_context(&context).await?;
+    let n = binaries.delete_context(&caller, &context).await?;
     Ok(Json(serde_json::json!({"deleted": n})).into_response())
 }
 

@@ -1,4 +1,4 @@
-//! The binaries tables (seed 001 with DESIGN.md's changes, see cql/README.md):
+//! The binaries tables (seed 001 with the changes cql/README.md lists):
 //! references grouped by context, originals (one per distinct URL or upload,
 //! deduplicated by content checksum), their chunks, the four scaled JPEGs,
 //! per-reference logs, and the work queue of originals still to process.

@@ -164,7 +164,7 @@ async fn graphiql() -> Html<String> {
 async fn schema_sdl() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        crate::graphql::sdl(),
+        crate::app::sdl(),
     )
 }
 

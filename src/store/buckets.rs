@@ -1,4 +1,4 @@
-//! Bucketed partitions (DESIGN.md, "bounded partitions"): one logical partition
+//! Bucketed partitions (each within its budget in cql/README.md): one logical partition
 //! that would grow with the data (a portal's assignments, a keyword's, the release
 //! queue) is spread over [`BUCKETS`] partitions chosen by a hash of a clustering
 //! column. A read slices every bucket concurrently and merges the rows in

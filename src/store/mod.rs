@@ -221,7 +221,7 @@ pub enum StoreError {
     Internal(String),
 }
 
-/// The table API of DESIGN.md.
+/// The table API every domain talks to (ARCHITECTURE.md, "How a request flows").
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Which engine this is ("embedded" or "cql").

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::StoreError;
 
-/// The keyspace families of DESIGN.md; the cluster name is `<family>_<env>`.
+/// The keyspace families (cql/*.cql); the cluster name is `<family>_<env>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Keyspace {
     Themes,

@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, InputObject, Object, Result};
 use super::loaders::ThemeLoaders;
 use super::model;
 use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
-use crate::auth::{Principal, Role};
+use crate::auth::Principal;
 use crate::common::page_size;
 use crate::error::ApiError;
 use crate::graphql::connection::{self, Page, connection};
@@ -19,8 +19,9 @@ pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> &'a ThemeLoaders {
     ctx.data_unchecked::<ThemeLoaders>()
 }
 
-fn require(ctx: &Context<'_>, role: Role) -> Result<(), ApiError> {
-    ctx.data_unchecked::<Principal>().require(role).map(|_| ())
+/// The request's caller (the HTTP layer puts it into every request).
+fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
+    ctx.data_unchecked::<Principal>()
 }
 
 async fn load_categories(ctx: &Context<'_>, ids: &[String]) -> Result<Vec<Category>> {
@@ -296,22 +297,23 @@ impl ThemesMutation {
         ctx: &Context<'_>,
         input: UpsertCategoryInput,
     ) -> Result<Category> {
-        require(ctx, Role::Admin)?;
         let c = themes(ctx)
-            .upsert_category(CategoryInput {
-                id: input.id.0,
-                parent_id: input.parent_id.map(|p| p.0),
-                label: input.label,
-                notation: input.notation,
-                xtree_uri: input.xtree_uri,
-            })
+            .upsert_category(
+                caller(ctx),
+                CategoryInput {
+                    id: input.id.0,
+                    parent_id: input.parent_id.map(|p| p.0),
+                    label: input.label,
+                    notation: input.notation,
+                    xtree_uri: input.xtree_uri,
+                },
+            )
             .await?;
         Ok(Category(c))
     }
     /// Deletes an empty category (admin); returns its id.
     async fn delete_category(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
-        require(ctx, Role::Admin)?;
-        Ok(ID(themes(ctx).delete_category(&id).await?))
+        Ok(ID(themes(ctx).delete_category(caller(ctx), &id).await?))
     }
     /// Creates or replaces a keyword (admin). Its hierarchy and index rows are derived by the server.
     async fn upsert_keyword(
@@ -319,27 +321,28 @@ impl ThemesMutation {
         ctx: &Context<'_>,
         input: UpsertKeywordInput,
     ) -> Result<Keyword> {
-        require(ctx, Role::Admin)?;
         let k = themes(ctx)
-            .upsert_keyword(KeywordInput {
-                id: input.id.0,
-                label: input.label,
-                synonyms: input.synonyms,
-                note: input.note,
-                primary_gnd_uri: input.primary_gnd_uri,
-                related_gnd_uris: input.related_gnd_uris,
-                gnd_entity_id: input.gnd_entity_id.map(|g| g.0),
-                category_ids: input.category_ids.into_iter().map(|c| c.0).collect(),
-                xtree_uri: input.xtree_uri,
-                created_at: None,
-            })
+            .upsert_keyword(
+                caller(ctx),
+                KeywordInput {
+                    id: input.id.0,
+                    label: input.label,
+                    synonyms: input.synonyms,
+                    note: input.note,
+                    primary_gnd_uri: input.primary_gnd_uri,
+                    related_gnd_uris: input.related_gnd_uris,
+                    gnd_entity_id: input.gnd_entity_id.map(|g| g.0),
+                    category_ids: input.category_ids.into_iter().map(|c| c.0).collect(),
+                    xtree_uri: input.xtree_uri,
+                    created_at: None,
+                },
+            )
             .await?;
         Ok(Keyword(k))
     }
     /// Deletes a keyword and its index rows (admin); returns its id.
     async fn delete_keyword(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
-        require(ctx, Role::Admin)?;
-        Ok(ID(themes(ctx).delete_keyword(&id).await?))
+        Ok(ID(themes(ctx).delete_keyword(caller(ctx), &id).await?))
     }
     /// Creates or replaces a GND entity type (admin).
     async fn upsert_gnd_entity(
@@ -347,13 +350,15 @@ impl ThemesMutation {
         ctx: &Context<'_>,
         input: UpsertGndEntityInput,
     ) -> Result<GndEntity> {
-        require(ctx, Role::Admin)?;
         let g = themes(ctx)
-            .upsert_gnd_entity(GndEntityInput {
-                id: input.id.0,
-                name: input.name,
-                description: input.description,
-            })
+            .upsert_gnd_entity(
+                caller(ctx),
+                GndEntityInput {
+                    id: input.id.0,
+                    name: input.name,
+                    description: input.description,
+                },
+            )
             .await?;
         Ok(GndEntity(g))
     }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
+use crate::auth::{Principal, Role};
 use crate::common::bounded;
 use crate::error::ApiError;
 use crate::progress::Progress;
@@ -190,11 +191,13 @@ pub async fn import(
         }
     }
 
+    // The vocabulary is written as the operator of this machine.
+    let who = &Principal::local("import-vocabulary", &[Role::Admin]);
     let progress = Progress::start(gnd.len() + categories.len() + keywords.len());
     let concurrency = concurrency.clamp(1, 256);
 
     for (n, r) in bounded(gnd, concurrency, |(n, g)| async move {
-        (n, themes.upsert_gnd_entity(g).await)
+        (n, themes.upsert_gnd_entity(who, g).await)
     })
     .await
     {
@@ -241,7 +244,7 @@ pub async fn import(
                     c.parent_id.clone().unwrap_or_default()
                 ))
             } else {
-                themes.upsert_category(c).await.map_err(message)
+                themes.upsert_category(who, c).await.map_err(message)
             };
             (n, id, r)
         })
@@ -263,7 +266,7 @@ pub async fn import(
     }
 
     for (n, r) in bounded(keywords, concurrency, |(n, k)| async move {
-        (n, themes.upsert_keyword(k).await)
+        (n, themes.upsert_keyword(who, k).await)
     })
     .await
     {

@@ -1,4 +1,4 @@
-//! The themes tables (seed 000 with DESIGN.md's changes, see cql/README.md)
+//! The themes tables (seed 000 with the changes cql/README.md lists)
 //! and the row structs the domain works with.
 
 use crate::store::ColumnType::{Int, Text, TextList};

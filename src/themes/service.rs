@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::model::*;
 use super::search;
+use crate::auth::{Principal, Role};
 use crate::common::{Clock, check_id};
 use crate::error::{ApiError, ApiResult};
 use crate::store::{Bound, Cursor, DynStore, Listed, Mutation, Row, Slice, Table, Value};
@@ -230,7 +231,13 @@ impl Themes {
         Ok(page.listed(|r| Some(r.string("keyword_id"))))
     }
 
-    pub async fn upsert_gnd_entity(&self, input: GndEntityInput) -> ApiResult<GndEntity> {
+    /// Creates or replaces a GND entity type (admin).
+    pub async fn upsert_gnd_entity(
+        &self,
+        who: &Principal,
+        input: GndEntityInput,
+    ) -> ApiResult<GndEntity> {
+        who.require(Role::Admin)?;
         check_id("GND entity", &input.id)?;
         let name = input.name.trim().to_owned();
         if name.is_empty() {
@@ -246,7 +253,13 @@ impl Themes {
         Ok(g)
     }
 
-    pub async fn upsert_category(&self, input: CategoryInput) -> ApiResult<Category> {
+    /// Creates or replaces a category (admin).
+    pub async fn upsert_category(
+        &self,
+        who: &Principal,
+        input: CategoryInput,
+    ) -> ApiResult<Category> {
+        who.require(Role::Admin)?;
         check_id("category", &input.id)?;
         let label = clean_label("category", &input.label)?;
         let parent_id = input
@@ -311,7 +324,9 @@ impl Themes {
         Ok(!children.rows.is_empty() || !keywords.rows.is_empty())
     }
 
-    pub async fn delete_category(&self, id: &str) -> ApiResult<String> {
+    /// Deletes an empty category (admin).
+    pub async fn delete_category(&self, who: &Principal, id: &str) -> ApiResult<String> {
+        who.require(Role::Admin)?;
         let old = self
             .category(id)
             .await?
@@ -330,7 +345,9 @@ impl Themes {
         Ok(id.to_owned())
     }
 
-    pub async fn upsert_keyword(&self, input: KeywordInput) -> ApiResult<Keyword> {
+    /// Creates or replaces a keyword (admin).
+    pub async fn upsert_keyword(&self, who: &Principal, input: KeywordInput) -> ApiResult<Keyword> {
+        who.require(Role::Admin)?;
         check_id("keyword", &input.id)?;
         let label = clean_label("keyword", &input.label)?;
         let category_ids = clean_list("categoryIds", input.category_ids, false)?;
@@ -414,7 +431,9 @@ impl Themes {
         Ok(keyword)
     }
 
-    pub async fn delete_keyword(&self, id: &str) -> ApiResult<String> {
+    /// Deletes a keyword and its index rows (admin).
+    pub async fn delete_keyword(&self, who: &Principal, id: &str) -> ApiResult<String> {
+        who.require(Role::Admin)?;
         let old = self
             .store
             .get(&KEYWORDS, &[id.into()])

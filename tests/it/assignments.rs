@@ -32,6 +32,7 @@ struct Vocabulary {
 }
 
 async fn vocabulary(store: &DynStore) -> Vocabulary {
+    let admin = kartei::auth::Principal::local("tester", &[kartei::auth::Role::Admin]);
     let u = uid();
     let v = Vocabulary {
         p: format!("p-{u}"),
@@ -54,12 +55,15 @@ async fn vocabulary(store: &DynStore) -> Vocabulary {
         (&v.qc, Some(&v.q), "Anderes"),
     ] {
         themes
-            .upsert_category(CategoryInput {
-                id: id.clone(),
-                parent_id: parent.cloned(),
-                label: label.into(),
-                ..Default::default()
-            })
+            .upsert_category(
+                &admin,
+                CategoryInput {
+                    id: id.clone(),
+                    parent_id: parent.cloned(),
+                    label: label.into(),
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap_or_else(|e| panic!("{}", e.message()));
     }
@@ -69,12 +73,15 @@ async fn vocabulary(store: &DynStore) -> Vocabulary {
         (&v.kq, &v.qc, "Elsewhere"),
     ] {
         themes
-            .upsert_keyword(KeywordInput {
-                id: id.clone(),
-                label: label.into(),
-                category_ids: vec![cat.clone()],
-                ..Default::default()
-            })
+            .upsert_keyword(
+                &admin,
+                KeywordInput {
+                    id: id.clone(),
+                    label: label.into(),
+                    category_ids: vec![cat.clone()],
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap_or_else(|e| panic!("{}", e.message()));
     }

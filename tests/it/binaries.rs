@@ -643,7 +643,8 @@ async fn the_collector_never_takes_a_referenced_original(engine: Engine) {
         let (_, first) = register(&srv, &url, &context).await;
         settled(&srv, first["referenceId"].as_str().unwrap()).await;
         // Drop every reference, then register again while collecting.
-        srv.binaries.delete_context(&context).await.unwrap();
+        let admin = kartei::auth::Principal::local("tester", &[kartei::auth::Role::Admin]);
+        srv.binaries.delete_context(&admin, &context).await.unwrap();
         let collector = {
             let b = srv.binaries.clone();
             tokio::spawn(async move {

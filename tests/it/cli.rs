@@ -99,10 +99,7 @@ fn import_vocabulary_reports_bad_lines_and_fails() {
 fn schema_prints_the_sdl() {
     let out = kartei().arg("schema").output().unwrap();
     assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        kartei::graphql::sdl()
-    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), kartei::app::sdl());
 }
 
 #[test]

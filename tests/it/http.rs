@@ -1,9 +1,11 @@
 //! The HTTP surface: health, metrics, GraphiQL, SDL, limits and malformed requests.
 
+use axum::body::Body;
+use axum::http::Request;
 use kartei::config::Limits;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::support::{Engine, code, run, server, server_with};
+use crate::support::{Engine, call, code, router, run, server};
 
 #[test]
 fn health_metrics_graphiql_and_schema_answer() {
@@ -22,7 +24,7 @@ fn health_metrics_graphiql_and_schema_answer() {
         assert!(metrics.contains("kartei_http_request_duration_seconds_count"));
         assert!(srv.get_text("/graphiql").await.contains("graphiql"));
         let sdl = srv.get_text("/schema.graphql").await;
-        assert_eq!(sdl, kartei::graphql::sdl());
+        assert_eq!(sdl, kartei::app::sdl());
     });
 }
 
@@ -30,7 +32,7 @@ fn health_metrics_graphiql_and_schema_answer() {
 fn schema_graphql_is_the_printed_sdl() {
     let on_disk = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql"))
         .unwrap_or_default();
-    let printed = kartei::graphql::sdl();
+    let printed = kartei::app::sdl();
     if on_disk != printed {
         if std::env::var("KARTEI_UPDATE_SCHEMA").is_ok() {
             std::fs::write(
@@ -45,6 +47,20 @@ fn schema_graphql_is_the_printed_sdl() {
     }
 }
 
+fn post_graphql(body: &str, headers: &[(&str, &str)]) -> Request<Body> {
+    let mut r = Request::post("/graphql").header("content-type", "application/json");
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    r.body(Body::from(body.to_owned())).unwrap()
+}
+
+fn json_of(body: &[u8]) -> Value {
+    serde_json::from_slice(body)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)))
+}
+
+/// The router alone (no socket): every malformed request gets a typed error.
 #[test]
 fn bad_requests_get_typed_errors() {
     run(async {
@@ -54,55 +70,76 @@ fn bad_requests_get_typed_errors() {
             max_complexity: 500,
             ..Limits::default()
         };
-        let srv = server_with(Engine::Embedded, limits).await;
-        let post = |body: String| {
-            srv.client
-                .post(format!("{}/graphql", srv.url))
-                .header("content-type", "application/json")
-                .body(body)
-                .send()
-        };
-        let big = post(format!(
+        let (router, _store) = router(limits).await;
+        let big = format!(
             "{{\"query\": \"{{ portals {{ id }} }}\", \"x\": \"{}\"}}",
             "a".repeat(10_000)
-        ))
-        .await
-        .unwrap();
-        assert_eq!(big.status(), 413);
-        let big: serde_json::Value = big.json().await.unwrap();
-        assert_eq!(code(&big), "PAYLOAD_TOO_LARGE");
-        let empty: serde_json::Value = post("{}".to_owned()).await.unwrap().json().await.unwrap();
-        assert_eq!(code(&empty), "BAD_USER_INPUT");
-        for body in ["not json", "{\"query\": 5}"] {
-            let r = post(body.to_owned()).await.unwrap();
-            assert_eq!(r.status(), 400, "{body}");
-            assert_eq!(code(&r.json().await.unwrap()), "BAD_USER_INPUT");
+        );
+        let (status, _, body) = call(&router, post_graphql(&big, &[])).await;
+        assert_eq!(status, 413);
+        assert_eq!(code(&json_of(&body)), "PAYLOAD_TOO_LARGE");
+        let (_, _, body) = call(&router, post_graphql("{}", &[])).await;
+        assert_eq!(code(&json_of(&body)), "BAD_USER_INPUT");
+        for bad in ["not json", "{\"query\": 5}"] {
+            let (status, _, body) = call(&router, post_graphql(bad, &[])).await;
+            assert_eq!(status, 400, "{bad}");
+            assert_eq!(code(&json_of(&body)), "BAD_USER_INPUT");
         }
         for q in [
             "{ portals { id ",
             "{ unknownField }",
             "query { portals { children { children { children { children { children { id } } } } } } }",
+            "{ category(id: \"x\") { keywords(first: 100) { edges { node { categories { children { keywords(first: 100) { edges { node { id } } } } } } } } } }",
         ] {
-            assert_eq!(
-                code(&srv.gql(q, json!({}), None).await),
-                "BAD_USER_INPUT",
-                "{q}"
-            );
+            let body = json!({ "query": q }).to_string();
+            let (_, _, answer) = call(&router, post_graphql(&body, &[])).await;
+            assert_eq!(code(&json_of(&answer)), "BAD_USER_INPUT", "{q}");
         }
-        let too_complex = "{ category(id: \"x\") { keywords(first: 100) { edges { node { categories { children { keywords(first: 100) { edges { node { id } } } } } } } } } }";
+        let query = json!({"query": "{ portals { id } }"}).to_string();
+        let (status, _, body) = call(
+            &router,
+            post_graphql(&query, &[("authorization", "Basic abc")]),
+        )
+        .await;
+        assert_eq!(status, 401);
+        assert_eq!(code(&json_of(&body)), "UNAUTHENTICATED");
+        // A REST route answers in its own shape; an announced oversize is refused unread.
+        let (status, _, body) = call(
+            &router,
+            Request::put("/binaries")
+                .header("content-type", "application/json")
+                .body(Body::from("{}"))
+                .unwrap(),
+        )
+        .await;
         assert_eq!(
-            code(&srv.gql(too_complex, json!({}), None).await),
-            "BAD_USER_INPUT"
+            (status, json_of(&body)["error"]["code"].as_str()),
+            (401, Some("UNAUTHENTICATED"))
         );
-        let r = srv
-            .client
-            .post(format!("{}/graphql", srv.url))
-            .header("authorization", "Basic abc")
-            .json(&json!({"query": "{ portals { id } }"}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 401);
-        assert_eq!(code(&r.json().await.unwrap()), "UNAUTHENTICATED");
+        let (status, _, _) = call(
+            &router,
+            Request::put("/binaries")
+                .header("content-length", "99999999")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 413);
+        let (status, headers, _) = call(
+            &router,
+            Request::get("/iiif/3/abc").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(status, 303);
+        assert_eq!(headers["location"], "/iiif/3/abc/info.json");
+        let (status, _, body) = call(
+            &router,
+            Request::get("/binary/unknown").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, json_of(&body)["error"]["code"].as_str()),
+            (404, Some("NOT_FOUND"))
+        );
     });
 }

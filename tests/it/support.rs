@@ -200,6 +200,35 @@ impl TestStore {
     }
 }
 
+/// The application's router over a fresh embedded store, for requests sent
+/// with `tower::ServiceExt::oneshot` (no socket, no network).
+pub async fn router(limits: Limits) -> (axum::Router, TestStore) {
+    let ts = store(Engine::Embedded).await;
+    let binaries = kartei::app::binaries(&test_binary_args(), ts.store.clone()).expect("binaries");
+    let app = kartei::app::App::new(
+        ts.store.clone(),
+        Auth::hs256(SECRET.as_bytes()),
+        limits,
+        binaries,
+    );
+    (kartei::http::router(app), ts)
+}
+
+/// Sends one request to a router; returns the status, the headers and the body.
+pub async fn call(
+    router: &axum::Router,
+    request: axum::http::Request<axum::body::Body>,
+) -> (u16, axum::http::HeaderMap, Vec<u8>) {
+    use tower::ServiceExt;
+    let response = router.clone().oneshot(request).await.expect("infallible");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), 64 << 20)
+        .await
+        .expect("body");
+    (status, headers, body.to_vec())
+}
+
 /// A test server over a given store.
 pub async fn serve_store(
     ts: TestStore,

@@ -98,7 +98,7 @@ impl Suggester {
     }
 }
 
-/// DESIGN.md's transition table. Returns the roles that may make the change:
+/// The workflow's transition table (README.md, "Assignments"). Returns the roles that may make the change:
 /// INVALID_TRANSITION for a change the workflow does not have, FORBIDDEN for a
 /// caller without one of the roles, UNAUTHENTICATED without a token.
 pub fn check_transition(

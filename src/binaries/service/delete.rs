@@ -2,6 +2,7 @@
 //! (see the module's note on how it never races a new reference).
 
 use super::*;
+use crate::auth::{Principal, Role};
 use crate::binaries::model::*;
 use crate::common::{check_id, parse_time};
 use crate::error::{ApiError, ApiResult};
@@ -11,7 +12,9 @@ use crate::store::{Cas, Condition, Mutation, Slice, Value};
 impl Binaries {
     // ----- deleting -----
 
-    pub async fn delete_reference(&self, id: &str) -> ApiResult<()> {
+    /// Deletes one reference and its logs (admin).
+    pub async fn delete_reference(&self, who: &Principal, id: &str) -> ApiResult<()> {
+        who.require(Role::Admin)?;
         let r = self
             .reference(id)
             .await?
@@ -22,7 +25,8 @@ impl Binaries {
     }
 
     /// Deletes every reference of a context; returns how many.
-    pub async fn delete_context(&self, context: &str) -> ApiResult<u64> {
+    pub async fn delete_context(&self, who: &Principal, context: &str) -> ApiResult<u64> {
+        who.require(Role::Admin)?;
         check_id("context", context)?;
         let mut n = 0;
         loop {

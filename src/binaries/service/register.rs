@@ -5,6 +5,7 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
 use super::*;
+use crate::auth::{Principal, Role};
 use crate::binaries::fetch::{check_host_now, check_url};
 use crate::binaries::imaging;
 use crate::binaries::model::*;
@@ -19,10 +20,12 @@ impl Binaries {
     /// download. Answers at once.
     pub async fn register_url(
         &self,
+        who: &Principal,
         url: &str,
         context: &str,
         mime: Option<String>,
     ) -> ApiResult<Registered> {
+        who.require_any(&[Role::Machine, Role::Admin])?;
         check_id("context", context)?;
         let policy = self.inner.fetcher.policy();
         let parsed = check_url(policy, url.trim()).map_err(ApiError::BadUserInput)?;
@@ -197,11 +200,17 @@ impl Binaries {
 
     /// Stores an uploaded body under a context. The body streams into chunks;
     /// identical content already stored is reused (the new chunks are dropped).
-    pub async fn upload<S, E>(&self, context: &str, body: S) -> ApiResult<Registered>
+    pub async fn upload<S, E>(
+        &self,
+        who: &Principal,
+        context: &str,
+        body: S,
+    ) -> ApiResult<Registered>
     where
         S: Stream<Item = Result<Bytes, E>>,
         E: std::fmt::Display,
     {
+        who.require_any(&[Role::Machine, Role::Admin])?;
         check_id("context", context)?;
         let id = random_id(22);
         let o = Original {
