@@ -8,7 +8,6 @@ use crate::auth::{Principal, Role};
 use crate::common::page_size;
 use crate::error::ApiError;
 use crate::graphql::connection::{self, Page, connection};
-use crate::store::Listed;
 
 fn binaries<'a>(ctx: &Context<'a>) -> &'a Binaries {
     ctx.data_unchecked::<Binaries>()
@@ -177,28 +176,16 @@ impl BinariesQuery {
             })
             .collect();
         let originals = binaries(ctx).originals(&original_ids).await?;
-        let items = page
-            .items
-            .into_iter()
-            .zip(refs.into_iter().zip(originals))
-            .filter_map(|((cursor, _), pair)| match pair {
-                (Some(reference), Some(original)) => Some((
-                    cursor,
-                    Binary {
-                        reference,
-                        original,
-                    },
-                )),
-                _ => None,
-            })
-            .collect();
-        Ok(connection(
-            Listed {
-                items,
-                has_next: page.has_next,
-            },
-            has_previous,
-        ))
+        // Read in the page's order; a reference deleted meanwhile is left out.
+        let mut found = refs.into_iter().zip(originals);
+        let listed = page.filter_map(|_| match found.next()? {
+            (Some(reference), Some(original)) => Some(Binary {
+                reference,
+                original,
+            }),
+            _ => None,
+        });
+        Ok(connection(listed, has_previous))
     }
 }
 

@@ -124,10 +124,18 @@ pub struct Listed<T> {
 }
 
 impl<T> Listed<T> {
-    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Listed<U> {
-        let mut f = f;
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Listed<U> {
+        self.filter_map(|t| Some(f(t)))
+    }
+
+    /// Keeps the items `f` turns into something (and their cursors).
+    pub fn filter_map<U>(self, mut f: impl FnMut(T) -> Option<U>) -> Listed<U> {
         Listed {
-            items: self.items.into_iter().map(|(c, t)| (c, f(t))).collect(),
+            items: self
+                .items
+                .into_iter()
+                .filter_map(|(c, t)| Some((c, f(t)?)))
+                .collect(),
             has_next: self.has_next,
         }
     }

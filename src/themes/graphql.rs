@@ -9,7 +9,6 @@ use crate::auth::Principal;
 use crate::common::page_size;
 use crate::error::ApiError;
 use crate::graphql::connection::{self, Page, connection};
-use crate::store::Listed;
 
 fn themes<'a>(ctx: &Context<'a>) -> &'a Themes {
     ctx.data_unchecked::<Themes>()
@@ -109,18 +108,8 @@ impl Category {
             .keywords
             .load_many(page.items.iter().map(|(_, id)| id.clone()))
             .await?;
-        let items = page
-            .items
-            .into_iter()
-            .filter_map(|(c, id)| Some((c, Keyword(found.get(&id)?.clone()))))
-            .collect();
-        Ok(connection(
-            Listed {
-                items,
-                has_next: page.has_next,
-            },
-            has_previous,
-        ))
+        let keywords = page.filter_map(|id| Some(Keyword(found.get(&id)?.clone())));
+        Ok(connection(keywords, has_previous))
     }
 }
 
