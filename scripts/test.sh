@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test tier: lints, unit tests, and the integration suite against
 # BOTH engines (the embedded store and a throwaway Apache Cassandra node that
-# this script starts and stops), then the public IIIF validator (PyPI) against a
-# test server. Needs: cargo (with rustfmt and clippy), Java 17, Maven, python3 (venv).
+# this script starts and stops), then the HTTP edge from outside (the
+# graphql-http audit suite and GraphiQL in Debian's chromium, npm packages
+# pinned in tests/edge) and the public IIIF validator (PyPI) against test
+# servers. Needs: cargo (with rustfmt and clippy), Java 17, Maven, python3
+# (venv), node and npm; installs chromium with apt-get when it is missing.
 #
 #   scripts/test.sh            # everything
 #   KARTEI_TEST_CASSANDRA=host:port scripts/test.sh   # use a node you run yourself
@@ -38,6 +41,9 @@ if [ "$own_node" = 1 ]; then
   bash scripts/cassandra.sh stop
   trap - EXIT
 fi
+
+step "HTTP edge: the graphql-http audit and GraphiQL in a real Chromium"
+bash scripts/edge-tests.sh
 
 step "IIIF Image API 3.0, level 2: the public validator against a test server"
 bash scripts/iiif-validate.sh

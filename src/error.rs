@@ -21,6 +21,11 @@ pub enum ApiError {
     },
     InvalidTransition(String),
     PayloadTooLarge(String),
+    /// The request is not one this route takes: wrong method (405), content
+    /// type (415) or acceptable media type (406).
+    MethodNotAllowed(String),
+    UnsupportedMediaType(String),
+    NotAcceptable(String),
     /// A paging cursor this server did not make for this query.
     BadCursor,
     /// The client was too slow to send its request, or the request ran past its limit.
@@ -40,7 +45,10 @@ impl ApiError {
             | ApiError::BadUserInput(m)
             | ApiError::InvalidTransition(m)
             | ApiError::PayloadTooLarge(m)
-            | ApiError::Timeout(m) => m.clone(),
+            | ApiError::Timeout(m)
+            | ApiError::MethodNotAllowed(m)
+            | ApiError::UnsupportedMediaType(m)
+            | ApiError::NotAcceptable(m) => m.clone(),
             ApiError::Conflict { message, .. } => message.clone(),
             ApiError::BadCursor => {
                 "the cursor is not one this server gave out for this query".into()
@@ -55,7 +63,10 @@ impl ApiError {
             ApiError::Unauthenticated | ApiError::InvalidToken(_) => "UNAUTHENTICATED",
             ApiError::Forbidden(_) => "FORBIDDEN",
             ApiError::NotFound(_) => "NOT_FOUND",
-            ApiError::BadUserInput(_) => "BAD_USER_INPUT",
+            ApiError::BadUserInput(_)
+            | ApiError::MethodNotAllowed(_)
+            | ApiError::UnsupportedMediaType(_)
+            | ApiError::NotAcceptable(_) => "BAD_USER_INPUT",
             ApiError::Conflict { .. } => "CONFLICT",
             ApiError::InvalidTransition(_) => "INVALID_TRANSITION",
             ApiError::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
@@ -72,6 +83,9 @@ impl ApiError {
             ApiError::Forbidden(_) => 403,
             ApiError::NotFound(_) => 404,
             ApiError::BadUserInput(_) => 400,
+            ApiError::MethodNotAllowed(_) => 405,
+            ApiError::NotAcceptable(_) => 406,
+            ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Conflict { .. } | ApiError::InvalidTransition(_) => 409,
             ApiError::PayloadTooLarge(_) => 413,
             ApiError::Timeout(_) => 408,

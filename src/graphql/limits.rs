@@ -28,7 +28,8 @@ pub struct QueryBounds {
     /// Selections (fields, spreads, inline fragments) after expansion: the
     /// same budget as `--max-complexity`.
     pub max_fields: u64,
-    /// Nesting of fields after expansion (`--max-depth`).
+    /// Nesting of fields after expansion (`--max-depth`), introspection
+    /// excepted (its size still counts).
     pub max_depth: u64,
     /// How long a query may run once validated.
     pub query_timeout: Duration,
@@ -140,6 +141,14 @@ impl<'a> Measure<'a> {
             let (n, d) = match &item.node {
                 Selection::Field(f) => {
                     let (n, d) = self.selection_set(&f.node.selection_set.node, nesting + 1)?;
+                    // Introspection (`__schema`, `__type`) nests as deep as the
+                    // type references it asks for (GraphiQL's asks for 15): its
+                    // size counts, its depth does not.
+                    let d = if f.node.name.node.starts_with("__") {
+                        0
+                    } else {
+                        d
+                    };
                     (n.saturating_add(1), d.saturating_add(1))
                 }
                 // A spread or inline fragment is a step of every walk too.
@@ -272,6 +281,18 @@ mod tests {
         }
         let e = measure(&q).unwrap_err();
         assert!(e.message.contains("deep"), "{}", e.message);
+    }
+
+    #[test]
+    fn introspection_is_bounded_by_its_size_not_its_depth() {
+        let mut type_ref = String::from("kind name");
+        for _ in 0..10 {
+            type_ref = format!("kind name ofType {{ {type_ref} }}");
+        }
+        let q = format!("{{ __schema {{ types {{ fields {{ type {{ {type_ref} }} }} }} }} }}");
+        assert!(measure(&q).is_ok());
+        let deep = "{ portals { children { children { children { children { children { children { children { children { children { children { children { children { id } } } } } } } } } } } } } }";
+        assert!(measure(deep).unwrap_err().message.contains("deep"));
     }
 
     #[test]

@@ -10,8 +10,10 @@ use async_graphql::{EmptySubscription, ObjectType, Schema, SchemaBuilder};
 use crate::config::Limits;
 
 /// A schema builder for `query` and `mutation` with every limit applied:
-/// depth and complexity, the parser's recursion, and [`limits::QueryBounds`]
-/// (expanded size measured before validation, execution deadlines).
+/// complexity, the parser's recursion, and [`limits::QueryBounds`] (expanded
+/// size and depth measured before validation, execution deadlines). The
+/// depth is ours alone: async-graphql's counts introspection too, which would
+/// refuse GraphiQL's schema query.
 pub fn bounded<Q, M>(
     query: Q,
     mutation: M,
@@ -22,7 +24,6 @@ where
     M: ObjectType + 'static,
 {
     Schema::build(query, mutation, EmptySubscription)
-        .limit_depth(limits.max_depth)
         .limit_complexity(limits.max_complexity)
         .limit_recursive_depth(64)
         .extension(limits::QueryBounds {

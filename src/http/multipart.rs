@@ -78,11 +78,9 @@ pub async fn read(
         return Err(ApiError::bad_input("the first field must be `operations`"));
     }
     let bytes = field.bytes().await.map_err(|e| field_error(e, limits))?;
-    let mut request: Request = serde_json::from_slice(&bytes).map_err(|e| {
-        ApiError::bad_input(format!(
-            "`operations` must be one GraphQL request as JSON: {e}"
-        ))
-    })?;
+    let mut request: Request = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_input(format!("`operations` is not JSON: {e}")))
+        .and_then(super::graphql::request_from_json)?;
     drop(bytes);
 
     let map: HashMap<String, Vec<String>> = match next_field(&mut form, limits).await? {

@@ -118,7 +118,12 @@ pub(crate) fn slice_fingerprint(table: &Table, slice: &super::Slice) -> u64 {
 
 /// A short stable hash of a text, hex (for ETags and cache keys).
 pub fn fnv1a_hex(text: &str) -> String {
-    format!("{:016x}", fnv1a(text.as_bytes()))
+    fnv1a_hex_bytes(text.as_bytes())
+}
+
+/// A short stable hash of bytes, hex.
+pub fn fnv1a_hex_bytes(bytes: &[u8]) -> String {
+    format!("{:016x}", fnv1a(bytes))
 }
 
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {

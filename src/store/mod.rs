@@ -13,7 +13,7 @@ pub mod embedded;
 mod key;
 mod table;
 
-pub use cursor::{Cursor, fnv1a_hex};
+pub use cursor::{Cursor, fnv1a_hex, fnv1a_hex_bytes};
 #[cfg(test)]
 pub(crate) use cursor::{decode_cursor, encode_cursor};
 pub(crate) use cursor::{fnv1a, slice_fingerprint};

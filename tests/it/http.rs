@@ -143,3 +143,61 @@ fn bad_requests_get_typed_errors() {
         );
     });
 }
+
+/// GraphQL over HTTP: GET for queries, media types and their status codes.
+#[test]
+fn graphql_over_http_follows_the_spec() {
+    run(async {
+        let (router, _store) = router(Limits::default()).await;
+        let get = |q: &str, accept: &str| {
+            let query: String = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("query", q)
+                .finish();
+            Request::get(format!("/graphql?{query}"))
+                .header("accept", accept)
+                .body(Body::empty())
+                .unwrap()
+        };
+        let (status, headers, body) =
+            call(&router, get("{ portals { id } }", "application/json")).await;
+        assert_eq!(status, 200);
+        assert!(
+            headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json")
+        );
+        assert!(json_of(&body)["data"]["portals"].is_array());
+
+        // A mutation over GET: 405, and where to send it.
+        let (status, headers, _) = call(
+            &router,
+            get("mutation { acknowledgeRelease(ddbIds: []) }", "*/*"),
+        )
+        .await;
+        assert_eq!(status, 405);
+        assert_eq!(headers["allow"], "POST");
+
+        // application/graphql-response+json: a request that cannot run is a 400 without data.
+        let gql = "application/graphql-response+json";
+        let (status, headers, body) = call(&router, get("{ portals { id ", gql)).await;
+        assert_eq!(status, 400);
+        assert!(headers["content-type"].to_str().unwrap().starts_with(gql));
+        assert!(json_of(&body).get("data").is_none());
+        // ... and application/json answers the same document with 200.
+        let (status, _, body) = call(&router, get("{ portals { id ", "application/json")).await;
+        assert_eq!((status, code(&json_of(&body))), (200, "BAD_USER_INPUT"));
+
+        // POST without a content type is 415; an Accept we cannot serve is 406.
+        let (status, _, _) = call(
+            &router,
+            Request::post("/graphql")
+                .body(Body::from("{\"query\":\"{ portals { id } }\"}"))
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 415);
+        let (status, _, _) = call(&router, get("{ portals { id } }", "text/html")).await;
+        assert_eq!(status, 406);
+    });
+}
