@@ -17,7 +17,7 @@ use crate::binaries::fetch::{FetchLimits, FetchPolicy, Fetcher};
 use crate::binaries::graphql::{BinariesMutation, BinariesQuery};
 use crate::binaries::imaging::ImagingLimits;
 use crate::binaries::service::{Binaries, BinaryConfig};
-use crate::config::{BinaryArgs, Limits};
+use crate::config::{BinaryArgs, EdgeArgs, Limits};
 use crate::store::DynStore;
 use crate::themes::graphql::{ThemesMutation, ThemesQuery};
 use crate::themes::service::Themes;
@@ -66,11 +66,18 @@ pub struct App {
     pub themes: Themes,
     pub binaries: Binaries,
     pub limits: Limits,
+    pub edge: EdgeArgs,
 }
 
 impl App {
     /// The services over `store` and the schema that serves them.
-    pub fn new(store: DynStore, auth: Auth, limits: Limits, binaries: Binaries) -> Arc<Self> {
+    pub fn new(
+        store: DynStore,
+        auth: Auth,
+        limits: Limits,
+        edge: EdgeArgs,
+        binaries: Binaries,
+    ) -> Arc<Self> {
         let themes = Themes::new(store.clone());
         let schema = schema(
             Some(Services {
@@ -87,6 +94,7 @@ impl App {
             themes,
             binaries,
             limits,
+            edge,
         })
     }
 }

@@ -99,7 +99,35 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub limits: Limits,
     #[command(flatten)]
+    pub edge: EdgeArgs,
+    #[command(flatten)]
     pub binaries: BinaryArgs,
+}
+
+/// How the HTTP edge answers browsers on other origins.
+#[derive(Args, Debug, Clone, Default)]
+pub struct EdgeArgs {
+    /// An origin (`https://app.example.org`) whose pages may call the API
+    /// (CORS, with credentials), repeatable; `*` lets any origin call it
+    /// without credentials. Default: same origin only. IIIF images are open
+    /// to every origin whatever this says.
+    #[arg(long = "cors-origin", env = "KARTEI_CORS_ORIGIN", value_delimiter = ',', value_parser = parse_origin)]
+    pub cors_origins: Vec<String>,
+}
+
+/// `*`, or an origin as browsers send it: `scheme://host[:port]`, nothing more.
+fn parse_origin(s: &str) -> Result<String, String> {
+    if s == "*" {
+        return Ok(s.to_owned());
+    }
+    let u = url::Url::parse(s).map_err(|e| format!("not an origin: {e}"))?;
+    let origin = u.origin().ascii_serialization();
+    if !matches!(u.scheme(), "http" | "https") || origin != s.trim_end_matches('/') {
+        return Err(format!(
+            "an origin is scheme://host[:port] with no path, like {origin}"
+        ));
+    }
+    Ok(origin)
 }
 
 #[derive(Args, Debug, Clone)]

@@ -130,7 +130,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         std::time::Duration::from_secs(300),
     );
     let connections = kartei::http::ConnectionLimits::from_limits(&args.limits);
-    let app = kartei::app::App::new(store, auth, args.limits.clone(), binaries);
+    let app = kartei::app::App::new(
+        store,
+        auth,
+        args.limits.clone(),
+        args.edge.clone(),
+        binaries,
+    );
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| usage(format!("cannot listen on {}: {e}", args.listen)))?;

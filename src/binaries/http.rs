@@ -20,7 +20,7 @@ use crate::auth::{Caller, Role};
 use crate::bounds::refuse_announced_oversize;
 use crate::error::ApiError;
 
-/// The REST and IIIF routes of binaries, for any router state that can give a
+/// The REST routes of binaries, for any router state that can give a
 /// [`Binaries`]. `max_body` bounds the JSON of a registration; uploads may
 /// be `max_upload` bytes (plus room for the form around the file).
 pub fn routes<S>(max_body: u64, max_upload: u64) -> Router<S>
@@ -53,15 +53,28 @@ where
         .route("/binary/logs/{context}", get(context_logs))
         .route("/binary/{reference}", get(original))
         .route("/binary/{reference}/full/{size}/default.jpg", get(scaled))
-        .merge(
-            Router::new()
-                .route("/iiif/3/{reference}", get(iiif_base))
-                .route("/iiif/3/{reference}/info.json", get(iiif_info))
-                .route(
-                    "/iiif/3/{reference}/{region}/{size}/{rotation}/{quality}",
-                    get(iiif_image),
-                )
-                .layer(middleware::map_response(cors)),
+}
+
+/// The IIIF Image API routes: public images, readable from any origin (CORS
+/// `*`, preflight answered), as image viewers on other sites expect.
+pub fn public_routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Binaries: FromRef<S>,
+{
+    Router::new()
+        .route("/iiif/3/{reference}", get(iiif_base))
+        .route("/iiif/3/{reference}/info.json", get(iiif_info))
+        .route(
+            "/iiif/3/{reference}/{region}/{size}/{rotation}/{quality}",
+            get(iiif_image),
+        )
+        .layer(
+            tower_http::cors::CorsLayer::new()
+                .allow_origin(tower_http::cors::Any)
+                .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
+                .allow_headers([header::ACCEPT, header::IF_NONE_MATCH, header::RANGE])
+                .expose_headers([header::ETAG, header::LINK]),
         )
 }
 
@@ -434,15 +447,6 @@ pub async fn context_logs(
 // ----- IIIF Image API 3.0 -----
 
 const IIIF_CONTEXT: &str = "http://iiif.io/api/image/3/context.json";
-
-/// Every IIIF response may be read from any origin.
-pub async fn cors(mut r: Response) -> Response {
-    r.headers_mut().insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    r
-}
 
 /// `GET /iiif/3/{ref}`: 303 to its info.json.
 pub async fn iiif_base(Path(reference): Path<String>) -> Response {

@@ -31,7 +31,7 @@ use crate::metrics;
 pub fn router(state: Arc<App>) -> Router {
     let body_limit = state.limits.max_body_bytes;
     let body_idle = Duration::from_secs(state.limits.body_timeout.max(1));
-    Router::new()
+    let api = Router::new()
         .route("/graphql", get(graphql::get).post(graphql::post))
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/assets/{file}", get(graphiql::asset))
@@ -41,12 +41,51 @@ pub fn router(state: Arc<App>) -> Router {
         .merge(crate::binaries::http::routes(
             body_limit as u64,
             state.binaries.config().max_bytes,
-        ))
+        ));
+    let api = match cors(&state.edge) {
+        Some(layer) => api.layer(layer),
+        None => api,
+    };
+    api.merge(crate::binaries::http::public_routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_idle))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(track))
         .with_state(state)
+}
+
+/// CORS for the API, as `--cors-origin` says: none (same origin only), any
+/// origin without credentials (`*`), or the listed origins with credentials
+/// (the Fetch spec forbids credentials with `*`).
+fn cors(edge: &crate::config::EdgeArgs) -> Option<tower_http::cors::CorsLayer> {
+    use axum::http::{HeaderValue, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    if edge.cors_origins.is_empty() {
+        return None;
+    }
+    let layer = CorsLayer::new()
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
+        .allow_headers([
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            header::IF_NONE_MATCH,
+        ])
+        .expose_headers([header::ETAG])
+        .max_age(Duration::from_secs(3600));
+    if edge.cors_origins.iter().any(|o| o == "*") {
+        return Some(layer.allow_origin(AllowOrigin::any()));
+    }
+    let origins: Vec<HeaderValue> = edge
+        .cors_origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o).ok())
+        .collect();
+    Some(
+        layer
+            .allow_origin(AllowOrigin::list(origins))
+            .allow_credentials(true),
+    )
 }
 
 /// Reads the bearer token once per request: handlers take the outcome from

@@ -5,7 +5,7 @@ use axum::http::Request;
 use kartei::config::Limits;
 use serde_json::{Value, json};
 
-use crate::support::{Engine, call, code, router, run, server};
+use crate::support::{Engine, call, code, router, router_with, run, server};
 
 #[test]
 fn health_metrics_graphiql_and_schema_answer() {
@@ -199,5 +199,86 @@ fn graphql_over_http_follows_the_spec() {
         assert_eq!(status, 415);
         let (status, _, _) = call(&router, get("{ portals { id } }", "text/html")).await;
         assert_eq!(status, 406);
+    });
+}
+
+/// CORS: the API answers only the origins `--cors-origin` names (with
+/// credentials); IIIF images are open to every origin; by default, none.
+#[test]
+fn cors_follows_the_configured_origins() {
+    run(async {
+        let edge = kartei::config::EdgeArgs {
+            cors_origins: vec!["https://curators.example.org".into()],
+        };
+        let (router, _store) = router_with(Limits::default(), edge).await;
+        let preflight = |origin: &str, path: &str| {
+            Request::options(path)
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .header(
+                    "access-control-request-headers",
+                    "authorization, content-type",
+                )
+                .body(Body::empty())
+                .unwrap()
+        };
+        let (status, headers, _) = call(
+            &router,
+            preflight("https://curators.example.org", "/graphql"),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(
+            headers["access-control-allow-origin"],
+            "https://curators.example.org"
+        );
+        assert_eq!(headers["access-control-allow-credentials"], "true");
+        let allowed = headers["access-control-allow-headers"]
+            .to_str()
+            .unwrap()
+            .to_ascii_lowercase();
+        assert!(
+            allowed.contains("authorization") && allowed.contains("content-type"),
+            "{allowed}"
+        );
+
+        // Another origin gets no permission (the browser then refuses to read).
+        let (_, headers, _) =
+            call(&router, preflight("https://evil.example.net", "/graphql")).await;
+        assert!(headers.get("access-control-allow-origin").is_none());
+        let post = |origin: &str| {
+            Request::post("/graphql")
+                .header("origin", origin)
+                .header("content-type", "application/json")
+                .body(Body::from("{\"query\":\"{ portals { id } }\"}"))
+                .unwrap()
+        };
+        let (_, headers, _) = call(&router, post("https://evil.example.net")).await;
+        assert!(headers.get("access-control-allow-origin").is_none());
+        let (_, headers, _) = call(&router, post("https://curators.example.org")).await;
+        assert_eq!(
+            headers["access-control-allow-origin"],
+            "https://curators.example.org"
+        );
+
+        // IIIF is for everyone, whatever the API allows.
+        let (_, headers, _) = call(
+            &router,
+            Request::get("/iiif/3/nothing/info.json")
+                .header("origin", "https://viewer.example.com")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(headers["access-control-allow-origin"], "*");
+
+        // Without --cors-origin: same origin only.
+        let (plain, _store) = crate::support::router(Limits::default()).await;
+        let (_, headers, _) = call(
+            &plain,
+            preflight("https://curators.example.org", "/graphql"),
+        )
+        .await;
+        assert!(headers.get("access-control-allow-origin").is_none());
     });
 }

@@ -203,12 +203,21 @@ impl TestStore {
 /// The application's router over a fresh embedded store, for requests sent
 /// with `tower::ServiceExt::oneshot` (no socket, no network).
 pub async fn router(limits: Limits) -> (axum::Router, TestStore) {
+    router_with(limits, kartei::config::EdgeArgs::default()).await
+}
+
+/// Like [`router`], with the edge's settings (CORS) given.
+pub async fn router_with(
+    limits: Limits,
+    edge: kartei::config::EdgeArgs,
+) -> (axum::Router, TestStore) {
     let ts = store(Engine::Embedded).await;
     let binaries = kartei::app::binaries(&test_binary_args(), ts.store.clone()).expect("binaries");
     let app = kartei::app::App::new(
         ts.store.clone(),
         Auth::hs256(SECRET.as_bytes()),
         limits,
+        edge,
         binaries,
     );
     (kartei::http::router(app), ts)
@@ -250,6 +259,7 @@ pub async fn serve_store(
         counted.clone(),
         Auth::hs256(SECRET.as_bytes()),
         limits,
+        kartei::config::EdgeArgs::default(),
         binaries.clone(),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
