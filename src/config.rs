@@ -104,8 +104,8 @@ pub struct ServeArgs {
     pub binaries: BinaryArgs,
 }
 
-/// How the HTTP edge answers browsers on other origins.
-#[derive(Args, Debug, Clone, Default)]
+/// How the HTTP edge answers browsers: other origins, caches.
+#[derive(Args, Debug, Clone)]
 pub struct EdgeArgs {
     /// An origin (`https://app.example.org`) whose pages may call the API
     /// (CORS, with credentials), repeatable; `*` lets any origin call it
@@ -113,6 +113,20 @@ pub struct EdgeArgs {
     /// to every origin whatever this says.
     #[arg(long = "cors-origin", env = "KARTEI_CORS_ORIGIN", value_delimiter = ',', value_parser = parse_origin)]
     pub cors_origins: Vec<String>,
+    /// Seconds a browser or CDN may reuse an anonymous GET query's answer
+    /// (`Cache-Control: public, max-age=N`; 0: no-cache). Authenticated
+    /// answers are never stored (`private, no-store`).
+    #[arg(long, env = "KARTEI_CACHE_MAX_AGE", default_value_t = 5)]
+    pub cache_max_age: u64,
+}
+
+impl Default for EdgeArgs {
+    fn default() -> Self {
+        EdgeArgs {
+            cors_origins: Vec::new(),
+            cache_max_age: 5,
+        }
+    }
 }
 
 /// `*`, or an origin as browsers send it: `scheme://host[:port]`, nothing more.
@@ -247,6 +261,10 @@ pub struct Limits {
     /// How long a GraphQL mutation may run, in seconds.
     #[arg(long, env = "KARTEI_MUTATION_TIMEOUT", default_value_t = 120)]
     pub mutation_timeout: u64,
+    /// Persisted queries kept (automatic persisted queries: a client may send
+    /// a query's SHA-256 instead of its text once the server has seen it).
+    #[arg(long, env = "KARTEI_APQ_ENTRIES", default_value_t = 1000)]
+    pub apq_entries: usize,
     /// Connections served at once; more wait in the listen backlog.
     #[arg(long, env = "KARTEI_MAX_CONNECTIONS", default_value_t = 512)]
     pub max_connections: usize,
@@ -268,6 +286,7 @@ impl Default for Limits {
             batch_window_ms: 2,
             request_timeout: 10,
             mutation_timeout: 120,
+            apq_entries: 1000,
             max_connections: 512,
             header_timeout: 10,
             body_timeout: 30,

@@ -46,6 +46,14 @@ impl ExtensionFactory for QueryBounds {
     }
 }
 
+/// Marks a request that arrived over GET: it may not run a mutation (also
+/// not one it names by a persisted query's hash).
+#[derive(Clone, Copy, Debug)]
+pub struct ReadOnly;
+
+/// The message of the refusal of a mutation over GET (the HTTP layer answers it with 405).
+pub const MUTATION_OVER_GET: &str = "a mutation must be sent with POST";
+
 /// One request's view: the operations its document holds, for the deadline.
 struct BoundedRequest {
     bounds: QueryBounds,
@@ -92,6 +100,12 @@ impl Extension for BoundedRequest {
                 .find(|(name, _)| operation_name.is_none() || name.as_deref() == operation_name)
                 .map_or(OperationType::Query, |(_, ty)| *ty)
         };
+        if ty == OperationType::Mutation && ctx.data_opt::<ReadOnly>().is_some() {
+            return Response::from_errors(vec![refusal(
+                MUTATION_OVER_GET.to_owned(),
+                "BAD_USER_INPUT",
+            )]);
+        }
         let limit = match ty {
             OperationType::Mutation => self.bounds.mutation_timeout,
             _ => self.bounds.query_timeout,

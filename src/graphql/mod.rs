@@ -23,9 +23,17 @@ where
     Q: ObjectType + 'static,
     M: ObjectType + 'static,
 {
+    use async_graphql::extensions::apollo_persisted_queries::{
+        ApolloPersistedQueries, LruCacheStorage,
+    };
+    // Persisted queries first: a request that names its query by hash is
+    // resolved to its document before the bounds measure it.
     Schema::build(query, mutation, EmptySubscription)
         .limit_complexity(limits.max_complexity)
         .limit_recursive_depth(64)
+        .extension(ApolloPersistedQueries::new(LruCacheStorage::new(
+            limits.apq_entries.max(1),
+        )))
         .extension(limits::QueryBounds {
             max_fields: limits.max_complexity as u64,
             max_depth: limits.max_depth as u64,

@@ -28,6 +28,7 @@ use crate::app::App;
 use crate::auth::{Authenticated, Principal};
 use crate::bounds::{body_error, content_length};
 use crate::error::ApiError;
+use crate::graphql::limits::{MUTATION_OVER_GET, ReadOnly};
 use crate::metrics;
 use crate::themes::loaders::ThemeLoaders;
 
@@ -120,8 +121,14 @@ pub fn request_from_json(value: Value) -> Result<GqlRequest, ApiError> {
             "the request must be a JSON object with a `query`",
         ));
     };
+    // A persisted query may be named by its hash alone.
+    let persisted = map
+        .get("extensions")
+        .and_then(|e| e.get("persistedQuery"))
+        .is_some();
     let query = match map.remove("query") {
         Some(Value::String(q)) => q,
+        Some(Value::Null) | None if persisted => String::new(),
         Some(Value::Null) | None => {
             return Err(ApiError::bad_input("the request has no `query`"));
         }
@@ -229,11 +236,82 @@ pub async fn get(
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return r;
     }
-    match caller(authenticated) {
-        Ok(principal) => execute(&app, principal, request, media).await,
-        Err(e) => refusal(media, e),
+    let principal = match caller(authenticated) {
+        Ok(p) => p,
+        Err(e) => return refusal(media, e),
+    };
+    let anonymous = principal.sub.is_none();
+    let mut response = execute(&app, principal, request.data(ReadOnly), media).await;
+    if response.status() == StatusCode::OK && response.extensions().get::<Clean>().is_some() {
+        if anonymous {
+            return cacheable(response, &headers, app.edge.cache_max_age).await;
+        }
+        private(&mut response);
+    } else if response.extensions().get::<MutationOverGet>().is_some() {
+        *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    } else {
+        private(&mut response);
     }
+    response
 }
+
+/// A response that no cache may keep.
+fn private(response: &mut Response) {
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("private, no-store"),
+    );
+}
+
+/// An anonymous GET answered without errors: `Cache-Control` for browsers and
+/// CDNs, an ETag of the body, and 304 when the client has it already.
+async fn cacheable(response: Response, headers: &HeaderMap, max_age: u64) -> Response {
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "").into_response();
+    };
+    let etag = format!("\"{}\"", crate::store::fnv1a_hex_bytes(&bytes));
+    let control = if max_age == 0 {
+        "public, no-cache".to_owned()
+    } else {
+        format!("public, max-age={max_age}")
+    };
+    let h = &mut parts.headers;
+    h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("hex"));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_str(&control).expect("ascii"),
+    );
+    h.insert(
+        header::VARY,
+        HeaderValue::from_static("Accept, Authorization"),
+    );
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    if matches {
+        parts.status = StatusCode::NOT_MODIFIED;
+        h.remove(header::CONTENT_TYPE);
+        return Response::from_parts(parts, Body::empty());
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// Marks a GraphQL response without errors (cacheable when anonymous).
+#[derive(Clone, Copy)]
+struct Clean;
+
+/// Marks the refusal of a mutation that arrived over GET.
+#[derive(Clone, Copy)]
+struct MutationOverGet;
+
+/// The operation a request ran, for the access log.
+#[derive(Clone, Debug)]
+pub struct OperationName(pub String);
 
 /// `POST /graphql`: JSON, or the GraphQL multipart request.
 pub async fn post(
@@ -312,7 +390,9 @@ pub async fn post(
             );
         }
     };
-    execute(&app, principal, request, media).await
+    let mut response = execute(&app, principal, request, media).await;
+    private(&mut response);
+    response
 }
 
 /// Runs a request and answers it in `media`.
@@ -322,6 +402,7 @@ async fn execute(
     request: GqlRequest,
     media: MediaType,
 ) -> Response {
+    let operation = request.operation_name.clone();
     let request = request.data(principal).data(ThemeLoaders::new(
         &app.themes,
         Duration::from_millis(app.limits.batch_window_ms),
@@ -333,11 +414,31 @@ async fn execute(
             .extensions
             .get_or_insert_with(ErrorExtensionValues::default);
         if ext.get("code").is_none() {
-            ext.set("code", async_graphql::Value::from("BAD_USER_INPUT"));
-            metrics::graphql_error("BAD_USER_INPUT");
+            // Apollo clients look for this code to send the query's text.
+            let code = if err.message == "PersistedQueryNotFound" {
+                "PERSISTED_QUERY_NOT_FOUND"
+            } else {
+                "BAD_USER_INPUT"
+            };
+            ext.set("code", async_graphql::Value::from(code));
+            metrics::graphql_error(code);
         }
     }
-    respond(media, &response)
+    let mut out = respond(media, &response);
+    if response.errors.is_empty() {
+        out.extensions_mut().insert(Clean);
+    }
+    if response
+        .errors
+        .iter()
+        .any(|e| e.message == MUTATION_OVER_GET)
+    {
+        out.extensions_mut().insert(MutationOverGet);
+    }
+    if let Some(name) = operation {
+        out.extensions_mut().insert(OperationName(name));
+    }
+    out
 }
 
 /// A request error: nothing executed (no data, and no error has a path).

@@ -51,7 +51,49 @@ pub fn router(state: Arc<App>) -> Router {
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_idle))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(track))
+        // JSON, the SDL and GraphiQL's assets; never images (the default predicate).
+        .layer(
+            tower_http::compression::CompressionLayer::new()
+                .quality(tower_http::CompressionLevel::Precise(4)),
+        )
+        .layer(tower_http::request_id::PropagateRequestIdLayer::x_request_id())
+        .layer(
+            tower_http::trace::TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                .on_request(())
+                .on_response(access_log)
+                .on_failure(()),
+        )
+        .layer(tower_http::request_id::SetRequestIdLayer::x_request_id(
+            tower_http::request_id::MakeRequestUuid,
+        ))
         .with_state(state)
+}
+
+/// Every request's span: its id (`x-request-id`, made when the client sent
+/// none, and returned in the response), method and path.
+fn request_span(req: &Request) -> tracing::Span {
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    tracing::info_span!("request", id = %id, method = %req.method(), path = %req.uri().path())
+}
+
+/// The access log: one line per request, with the GraphQL operation's name.
+fn access_log(res: &Response, latency: Duration, _span: &tracing::Span) {
+    let operation = res
+        .extensions()
+        .get::<graphql::OperationName>()
+        .map_or("-", |o| o.0.as_str());
+    tracing::info!(
+        target: "kartei::access",
+        status = res.status().as_u16(),
+        latency_ms = latency.as_secs_f64() * 1000.0,
+        operation,
+        "request"
+    );
 }
 
 /// CORS for the API, as `--cors-origin` says: none (same origin only), any

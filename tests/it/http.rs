@@ -209,6 +209,7 @@ fn cors_follows_the_configured_origins() {
     run(async {
         let edge = kartei::config::EdgeArgs {
             cors_origins: vec!["https://curators.example.org".into()],
+            ..Default::default()
         };
         let (router, _store) = router_with(Limits::default(), edge).await;
         let preflight = |origin: &str, path: &str| {
@@ -280,5 +281,98 @@ fn cors_follows_the_configured_origins() {
         )
         .await;
         assert!(headers.get("access-control-allow-origin").is_none());
+    });
+}
+
+/// Public reads are cacheable: persisted queries over GET, `Cache-Control`
+/// and an ETag for anonymous answers, `no-store` for everything else; JSON
+/// is compressed, every answer carries a request id.
+#[test]
+fn persisted_queries_caching_compression_and_request_ids() {
+    use sha2::Digest;
+    run(async {
+        let (router, _store) = router(Limits::default()).await;
+        let query = "{ portals { id } }";
+        let hash = format!("{:x}", sha2::Sha256::digest(query.as_bytes()));
+        let ext = json!({"persistedQuery": {"version": 1, "sha256Hash": hash}}).to_string();
+        let by_hash = |with_query: bool, etag: Option<&str>| {
+            let mut q = url::form_urlencoded::Serializer::new(String::new());
+            q.append_pair("extensions", &ext);
+            if with_query {
+                q.append_pair("query", query);
+            }
+            let mut r = Request::get(format!("/graphql?{}", q.finish()));
+            if let Some(e) = etag {
+                r = r.header("if-none-match", e);
+            }
+            r.body(Body::empty()).unwrap()
+        };
+        // Unknown hash: the client is told to send the text once.
+        let (status, _, body) = call(&router, by_hash(false, None)).await;
+        assert_eq!(status, 200);
+        assert_eq!(code(&json_of(&body)), "PERSISTED_QUERY_NOT_FOUND");
+        let (status, _, body) = call(&router, by_hash(true, None)).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        // From then on the hash alone is enough, and the answer is cacheable.
+        let (status, headers, body) = call(&router, by_hash(false, None)).await;
+        assert_eq!(status, 200);
+        assert!(json_of(&body)["data"]["portals"].is_array());
+        assert_eq!(headers["cache-control"], "public, max-age=5");
+        let etag = headers["etag"].to_str().unwrap().to_owned();
+        assert!(headers.contains_key("x-request-id"));
+        let (status, _, body) = call(&router, by_hash(false, Some(&etag))).await;
+        assert_eq!(status, 304);
+        assert!(body.is_empty());
+
+        // A persisted mutation is still no GET.
+        let mutation = "mutation { acknowledgeRelease(ddbIds: []) }";
+        let mhash = format!("{:x}", sha2::Sha256::digest(mutation.as_bytes()));
+        let mext = json!({"persistedQuery": {"version": 1, "sha256Hash": mhash}}).to_string();
+        let body = json!({"query": mutation, "extensions": {"persistedQuery": {"version": 1, "sha256Hash": mhash}}}).to_string();
+        let token = kartei::auth::Auth::hs256(crate::support::SECRET.as_bytes())
+            .mint("m", &["machine".into()], 60)
+            .unwrap();
+        let bearer = format!("Bearer {token}");
+        let (status, headers, _) =
+            call(&router, post_graphql(&body, &[("authorization", &bearer)])).await;
+        assert_eq!(status, 200);
+        assert_eq!(headers["cache-control"], "private, no-store");
+        let q: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("extensions", &mext)
+            .finish();
+        let (status, headers, _) = call(
+            &router,
+            Request::get(format!("/graphql?{q}"))
+                .header("authorization", &bearer)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 405);
+        assert_eq!(headers["allow"], "POST");
+
+        // Compressed when asked for (and the SDL too).
+        let (_, headers, _) = call(
+            &router,
+            Request::get("/schema.graphql")
+                .header("accept-encoding", "gzip")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(headers["content-encoding"], "gzip");
+        let (_, headers, _) = call(
+            &router,
+            Request::get("/graphql?query=%7B__schema%7Btypes%7Bname%7D%7D%7D")
+                .header("accept-encoding", "br")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            headers.get("content-encoding").map(|v| v.to_str().unwrap()),
+            Some("br"),
+            "{headers:?}"
+        );
     });
 }
