@@ -253,7 +253,8 @@ pub struct Limits {
     #[arg(long, env = "KARTEI_MAX_COMPLEXITY", default_value_t = 20_000)]
     pub max_complexity: usize,
     /// How long a DataLoader collects keys before its batched read, in milliseconds.
-    #[arg(long, env = "KARTEI_BATCH_WINDOW_MS", default_value_t = 2)]
+    /// 0 (the default) batches each resolver level as soon as the request yields.
+    #[arg(long, env = "KARTEI_BATCH_WINDOW_MS", default_value_t = 0)]
     pub batch_window_ms: u64,
     /// How long a GraphQL query may run, in seconds; then it is stopped (TIMEOUT).
     #[arg(long, env = "KARTEI_REQUEST_TIMEOUT", default_value_t = 10)]
@@ -283,7 +284,7 @@ impl Default for Limits {
             max_body_bytes: 1 << 20,
             max_depth: 12,
             max_complexity: 20_000,
-            batch_window_ms: 2,
+            batch_window_ms: 0,
             request_timeout: 10,
             mutation_timeout: 120,
             apq_entries: 1000,

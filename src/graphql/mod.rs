@@ -2,6 +2,7 @@
 //! (`limits`), and the one Relay connection builder (`connection`). The
 //! domains' root fields are merged into one schema in `app`.
 
+pub mod batch;
 pub mod connection;
 pub mod limits;
 

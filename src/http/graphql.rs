@@ -28,6 +28,7 @@ use crate::app::App;
 use crate::auth::{Authenticated, Principal};
 use crate::bounds::{body_error, content_length};
 use crate::error::ApiError;
+use crate::graphql::batch::Batches;
 use crate::graphql::limits::{MUTATION_OVER_GET, ReadOnly};
 use crate::metrics;
 use crate::themes::loaders::ThemeLoaders;
@@ -403,11 +404,13 @@ async fn execute(
     media: MediaType,
 ) -> Response {
     let operation = request.operation_name.clone();
+    let batches = Batches::default();
     let request = request.data(principal).data(ThemeLoaders::new(
         &app.themes,
         Duration::from_millis(app.limits.batch_window_ms),
+        &batches,
     ));
-    let mut response = app.schema.execute(request).await;
+    let mut response = batches.drive(app.schema.execute(request)).await;
     // Parse, validation and limit errors come from the engine without a code.
     for err in &mut response.errors {
         let ext = err

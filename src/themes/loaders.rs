@@ -9,6 +9,7 @@ use async_graphql::dataloader::{DataLoader, Loader};
 
 use super::model::{Category, GndEntity, Keyword};
 use super::service::Themes;
+use crate::graphql::batch::Batches;
 
 pub struct CategoryLoader(pub Themes);
 pub struct KeywordLoader(pub Themes);
@@ -46,12 +47,24 @@ pub struct ThemeLoaders {
 }
 
 impl ThemeLoaders {
-    pub fn new(themes: &Themes, window: Duration) -> Self {
+    /// The loaders of one request. With a zero `window` their fetches go to
+    /// `batches` and start when the request yields (see `graphql::batch`);
+    /// otherwise each batch waits `window` for keys.
+    pub fn new(themes: &Themes, window: Duration, batches: &Batches) -> Self {
+        fn loader<L>(l: L, window: Duration, batches: &Batches) -> DataLoader<L>
+        where
+            L: Loader<String> + Send + Sync + 'static,
+        {
+            if window.is_zero() {
+                DataLoader::new(l, batches.spawner()).delay(Duration::ZERO)
+            } else {
+                DataLoader::new(l, tokio::spawn).delay(window)
+            }
+        }
         ThemeLoaders {
-            categories: DataLoader::new(CategoryLoader(themes.clone()), tokio::spawn).delay(window),
-            keywords: DataLoader::new(KeywordLoader(themes.clone()), tokio::spawn).delay(window),
-            gnd_entities: DataLoader::new(GndEntityLoader(themes.clone()), tokio::spawn)
-                .delay(window),
+            categories: loader(CategoryLoader(themes.clone()), window, batches),
+            keywords: loader(KeywordLoader(themes.clone()), window, batches),
+            gnd_entities: loader(GndEntityLoader(themes.clone()), window, batches),
         }
     }
 }
