@@ -1,58 +1,32 @@
-//! A progress bar for the command-line importers, drawn on stderr only when
-//! it is a terminal (so logs and CI output stay clean).
+//! The importers' progress bar (indicatif): drawn on stderr only when it is a
+//! terminal, hidden otherwise, so logs and CI output stay clean. The importers
+//! print their own summary line either way.
 
-use std::io::{IsTerminal, Write};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// Prints a progress bar on stderr when it is a terminal.
-pub struct Progress {
-    total: usize,
-    done: Arc<AtomicUsize>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
+pub struct Progress(ProgressBar);
 
 impl Progress {
+    /// A bar over `total` units (records or bytes).
     pub fn start(total: usize) -> Self {
-        let done = Arc::new(AtomicUsize::new(0));
-        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
-        if std::io::stderr().is_terminal() {
-            let d = done.clone();
-            tokio::spawn(async move {
-                loop {
-                    let n = d.load(Ordering::Relaxed);
-                    let width = 40;
-                    let filled = (n * width).checked_div(total).unwrap_or(width);
-                    eprint!(
-                        "\r[{}{}] {n}/{total}",
-                        "#".repeat(filled),
-                        " ".repeat(width - filled)
-                    );
-                    let _ = std::io::stderr().flush();
-                    tokio::select! {
-                        _ = &mut rx => { eprintln!(); break; }
-                        _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-                    }
-                }
-            });
-        }
-        Progress {
-            total,
-            done,
-            stop: Some(tx),
-        }
+        let bar = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("[{bar:40}] {pos}/{len} ({per_sec}, {eta} left)")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("#> "),
+        );
+        Progress(bar)
     }
+
     pub fn tick(&self) {
         self.advance(1);
     }
+
     pub fn advance(&self, n: usize) {
-        self.done.fetch_add(n, Ordering::Relaxed);
+        self.0.inc(n as u64);
     }
-    pub fn finish(mut self) {
-        self.done.store(self.total, Ordering::Relaxed);
-        if let Some(tx) = self.stop.take() {
-            let _ = tx.send(());
-        }
+
+    pub fn finish(self) {
+        self.0.finish_and_clear();
     }
 }
