@@ -184,7 +184,7 @@ async fn healthz(State(state): State<Arc<App>>) -> Response {
 
 async fn metrics_text() -> impl IntoResponse {
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
         metrics::render(),
     )
 }
