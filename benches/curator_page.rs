@@ -1,0 +1,255 @@
+//! Benchmark (not a test): the curator's review page over HTTP against the
+//! minimal direct plan for the same data, in one process and one run.
+//!
+//! The page: `assignments(portalId, status: SUGGESTED, first: 50)` with each
+//! node's ddb id, its keyword's label and its child category's label, sent
+//! as a GraphQL POST to a real server on 127.0.0.1. The direct plan: the same
+//! reads issued straight against the store seam (the merged bucket slice of
+//! the status query table, then one multi-key read of the page's keywords and
+//! one of their categories), no HTTP, no GraphQL. Both run on the embedded
+//! store, and on a Cassandra node too when `KARTEI_BENCH_CASSANDRA=host:port`
+//! is set (keyspaces `*_bench<random>`, dropped at the end). Prints median and
+//! p99 of both and their ratio.
+//!
+//! Run: `cargo bench --bench curator_page` (optionally `-- 20000` rows).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kartei::assignments::model::{
+    Assignment, AssignmentKey, AssignmentStatus, AssignmentType, OBJECTS_KEYWORDS,
+};
+use kartei::assignments::service::Assignments;
+use kartei::auth::{Auth, Principal, Role};
+use kartei::store::{Counted, DynStore, Mutation};
+use kartei::themes::service::{CategoryInput, KeywordInput, Themes};
+
+const PORTAL: &str = "c-bench";
+const CHILD: &str = "c-bench-orte";
+const KEYWORDS: usize = 400;
+const PAGE: usize = 50;
+const SAMPLES: usize = 300;
+const PAGE_QUERY: &str = "query($p: ID!) { assignments(portalId: $p, status: SUGGESTED, first: 50) { edges { node { ddbId keyword { label } childCategory { label } } } } }";
+
+fn assignment(i: usize) -> Assignment {
+    let status = if i.is_multiple_of(2) {
+        AssignmentStatus::Suggested
+    } else {
+        AssignmentStatus::Autosuggested
+    };
+    Assignment {
+        key: AssignmentKey {
+            portal_id: PORTAL.into(),
+            ddb_id: format!("DDB{:010}", (i as u64 * 2_654_435_761) % 10_000_000_000),
+            keyword_id: format!("k-{:04}", i % KEYWORDS),
+            creator: "bot".into(),
+        },
+        child_category_id: CHILD.into(),
+        assignment_type: AssignmentType::Machine,
+        status,
+        created_at: "2026-12-03T12:00:00Z".into(),
+        modified_at: "2026-12-03T12:00:00Z".into(),
+        confidence: Some(0.5),
+    }
+}
+
+async fn load(store: &DynStore, rows: usize) {
+    let themes = Themes::new(store.clone());
+    let admin = Principal::local("bench", &[Role::Admin]);
+    for (id, parent, label) in [(PORTAL, None, "Bench"), (CHILD, Some(PORTAL), "Orte")] {
+        themes
+            .upsert_category(
+                &admin,
+                CategoryInput {
+                    id: id.into(),
+                    parent_id: parent.map(Into::into),
+                    label: label.into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{}", e.message()));
+    }
+    for k in 0..KEYWORDS {
+        themes
+            .upsert_keyword(
+                &admin,
+                KeywordInput {
+                    id: format!("k-{k:04}"),
+                    label: format!("Ort {k}"),
+                    category_ids: vec![CHILD.into()],
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{}", e.message()));
+    }
+    let mut i = 0;
+    while i < rows {
+        let end = (i + 500).min(rows);
+        let mut batch = Vec::new();
+        for n in i..end {
+            let a = assignment(n);
+            batch.push(Mutation::upsert(a.row(&OBJECTS_KEYWORDS)));
+            batch.extend(a.view_rows().into_iter().map(Mutation::upsert));
+        }
+        // One partition's worth at a time keeps Cassandra batches small.
+        for m in batch.chunks(60) {
+            store.apply(m.to_vec()).await.expect("bulk write");
+        }
+        i = end;
+    }
+}
+
+/// The direct plan: the reads the page needs, straight against the store.
+async fn direct(assignments: &Assignments, themes: &Themes) -> usize {
+    let page = assignments
+        .list(PORTAL, Some(AssignmentStatus::Suggested), None, PAGE, None)
+        .await
+        .expect("page");
+    let mut keyword_ids: Vec<String> = page
+        .items
+        .iter()
+        .map(|(_, a)| a.key.keyword_id.clone())
+        .collect();
+    keyword_ids.sort();
+    keyword_ids.dedup();
+    let keywords = themes.keywords(&keyword_ids).await.expect("keywords");
+    let mut category_ids: Vec<String> = page
+        .items
+        .iter()
+        .map(|(_, a)| a.child_category_id.clone())
+        .collect();
+    category_ids.sort();
+    category_ids.dedup();
+    let categories = themes.categories(&category_ids).await.expect("categories");
+    assert!(!keywords.is_empty() && !categories.is_empty());
+    page.items.len()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+async fn run(engine: &str, store: DynStore, rows: usize) {
+    let t = Instant::now();
+    load(&store, rows).await;
+    eprintln!(
+        "{engine}: loaded {rows} assignments in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let binaries = kartei::app::binaries(&Default::default(), store.clone()).expect("binaries");
+    let app = kartei::app::App::new(
+        store.clone(),
+        Auth::hs256(b"bench-secret-0123456789"),
+        Default::default(),
+        Default::default(),
+        binaries,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/graphql", listener.local_addr().expect("addr"));
+    let connections = kartei::http::ConnectionLimits::from_limits(&Default::default());
+    tokio::spawn(kartei::http::serve(
+        listener,
+        kartei::http::router(app),
+        connections,
+        std::future::pending(),
+    ));
+    let client = reqwest::Client::new();
+    let body = serde_json::json!({"query": PAGE_QUERY, "variables": {"p": PORTAL}});
+    let assignments = Assignments::new(store.clone());
+    let themes = Themes::new(store.clone());
+    let (mut http, mut plan) = (Vec::new(), Vec::new());
+    for round in 0..(SAMPLES + 30) {
+        // Interleaved, so both see the same machine.
+        let t = Instant::now();
+        let r: serde_json::Value = client
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        let took = t.elapsed();
+        assert_eq!(
+            r["data"]["assignments"]["edges"].as_array().map(Vec::len),
+            Some(PAGE),
+            "{r}"
+        );
+        let t = Instant::now();
+        assert_eq!(direct(&assignments, &themes).await, PAGE);
+        let direct_took = t.elapsed();
+        if round >= 30 {
+            http.push(took);
+            plan.push(direct_took);
+        }
+    }
+    http.sort();
+    plan.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!("{engine}: curator page (first: {PAGE}, {rows} assignments), {SAMPLES} samples each");
+    println!(
+        "  over HTTP + GraphQL   median {:>7.3} ms   p99 {:>7.3} ms",
+        ms(percentile(&http, 0.5)),
+        ms(percentile(&http, 0.99))
+    );
+    println!(
+        "  direct plan (store)   median {:>7.3} ms   p99 {:>7.3} ms",
+        ms(percentile(&plan, 0.5)),
+        ms(percentile(&plan, 0.99))
+    );
+    println!(
+        "  ratio HTTP / direct   median x{:.2}   p99 x{:.2}",
+        ms(percentile(&http, 0.5)) / ms(percentile(&plan, 0.5)),
+        ms(percentile(&http, 0.99)) / ms(percentile(&plan, 0.99))
+    );
+}
+
+fn main() {
+    let rows: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(20_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let store: DynStore = Arc::new(Counted::new(
+            kartei::store::embedded::EmbeddedStore::open(dir.path()).expect("embedded store"),
+        ));
+        run("embedded", store, rows).await;
+        if let Ok(nodes) = std::env::var("KARTEI_BENCH_CASSANDRA") {
+            let nodes: Vec<String> = nodes.split(',').map(str::to_owned).collect();
+            let mut b = [0u8; 4];
+            getrandom::fill(&mut b).expect("random");
+            let env = format!(
+                "bench{}",
+                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
+            );
+            let cql = kartei::store::cql::CqlStore::connect(
+                &nodes,
+                &env,
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+            )
+            .await
+            .expect("connect to Cassandra");
+            cql.migrate(kartei::CQL_FILES).await.expect("migrate");
+            let store: DynStore = Arc::new(Counted::new(cql));
+            run("cassandra", store, rows).await;
+            let admin = kartei::store::cql::CqlStore::connect(&nodes, &env, String::new())
+                .await
+                .expect("connect to Cassandra");
+            for family in ["themes", "target", "binaries"] {
+                let _ = admin
+                    .ddl(&format!("DROP KEYSPACE IF EXISTS {family}_{env}"))
+                    .await;
+            }
+        }
+    });
+}
