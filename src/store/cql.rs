@@ -1,21 +1,20 @@
 //! The cluster engine over the `scylla` driver (Apache Cassandra and ScyllaDB).
 //!
 //! Statements are generated from the table declarations and prepared once
-//! (then cached by their text). Every partition-key value is bound, so the
+//! (then cached by their text in the driver's `CachingSession`). Every partition-key value is bound, so the
 //! driver routes each request to a replica. Reads and writes use LOCAL_QUORUM,
 //! compare-and-set uses LOCAL_SERIAL. Slices continue after the last clustering
 //! key (the cursor), never with `ALLOW FILTERING`.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
+use scylla::client::caching_session::CachingSession;
 use scylla::client::execution_profile::ExecutionProfile;
-use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
 use scylla::response::{PagingState, PagingStateResponse};
+use scylla::statement::Statement;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::{Consistency, SerialConsistency};
@@ -28,10 +27,10 @@ use super::{
 use crate::metrics;
 
 pub struct CqlStore {
-    session: Session,
+    /// The driver's session with its prepared-statement cache (keyed by text).
+    session: CachingSession,
     env: String,
     replication: String,
-    prepared: Mutex<HashMap<String, PreparedStatement>>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
@@ -102,6 +101,10 @@ fn clustering_order(table: &Table, reversed: bool) -> String {
         .join(", ")
 }
 
+/// Prepared statements kept: the statements derived from every table's
+/// declaration (a few per table and operation) fit many times over.
+const STATEMENT_CACHE: usize = 4096;
+
 fn select_list(table: &Table) -> String {
     table
         .all_columns()
@@ -126,10 +129,9 @@ impl CqlStore {
             .build()
             .await?;
         Ok(CqlStore {
-            session,
+            session: CachingSession::from(session, STATEMENT_CACHE),
             env: env.to_owned(),
             replication,
-            prepared: Mutex::new(HashMap::new()),
         })
     }
 
@@ -138,18 +140,13 @@ impl CqlStore {
     }
 
     async fn prepare(&self, cql: String) -> Result<PreparedStatement, StoreError> {
-        if let Some(p) = self.prepared.lock().expect("prepared cache").get(&cql) {
-            return Ok(p.clone());
-        }
-        let p = self.session.prepare(cql.as_str()).await.map_err(|e| {
-            tracing::error!(error = %e, cql = %cql, "prepare failed");
-            unavailable(e)
-        })?;
-        self.prepared
-            .lock()
-            .expect("prepared cache")
-            .insert(cql, p.clone());
-        Ok(p)
+        self.session
+            .add_prepared_statement(&Statement::new(cql))
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "prepare failed");
+                unavailable(e)
+            })
     }
 
     async fn run(
@@ -159,6 +156,7 @@ impl CqlStore {
     ) -> Result<scylla::response::query_result::QueryResult, StoreError> {
         metrics::store_request();
         self.session
+            .get_session()
             .execute_unpaged(stmt, values)
             .await
             .map_err(|e| {
@@ -247,12 +245,13 @@ impl CqlStore {
                     .replace("${replication}", &self.replication);
                 tracing::info!(file, "applying {}", stmt.lines().next().unwrap_or_default());
                 self.session
+                    .get_session()
                     .query_unpaged(stmt.as_str(), ())
                     .await
                     .map_err(|e| anyhow::anyhow!("{file}: {e}\n{stmt}"))?;
             }
         }
-        self.session.await_schema_agreement().await?;
+        self.session.get_session().await_schema_agreement().await?;
         Ok(())
     }
 
@@ -285,8 +284,8 @@ impl CqlStore {
 
     /// Runs one schema statement and waits for schema agreement.
     pub async fn ddl(&self, cql: &str) -> anyhow::Result<()> {
-        self.session.query_unpaged(cql, ()).await?;
-        self.session.await_schema_agreement().await?;
+        self.session.get_session().query_unpaged(cql, ()).await?;
+        self.session.get_session().await_schema_agreement().await?;
         Ok(())
     }
 
@@ -295,6 +294,7 @@ impl CqlStore {
         let ks = format!("{}_{}", table.keyspace.prefix(), self.env);
         let result = self
             .session
+            .get_session()
             .query_unpaged(
                 "SELECT column_name, type FROM system_schema.columns WHERE keyspace_name = ? AND table_name = ?",
                 (ks, table.name),
@@ -441,10 +441,14 @@ impl Store for CqlStore {
             all_values.push(values);
         }
         metrics::store_request();
-        self.session.batch(&b, all_values).await.map_err(|e| {
-            tracing::warn!(error = %e, "CQL batch failed");
-            unavailable(e)
-        })?;
+        self.session
+            .get_session()
+            .batch(&b, all_values)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "CQL batch failed");
+                unavailable(e)
+            })?;
         Ok(())
     }
 
@@ -547,6 +551,7 @@ impl Store for CqlStore {
         metrics::store_request();
         let (result, next) = self
             .session
+            .get_session()
             .execute_single_page(&stmt, (), state)
             .await
             .map_err(|e| {
