@@ -253,7 +253,8 @@ pub struct Limits {
     #[arg(long, env = "KARTEI_MAX_COMPLEXITY", default_value_t = 20_000)]
     pub max_complexity: usize,
     /// How long a DataLoader collects keys before its batched read, in milliseconds.
-    /// 0 (the default) batches each resolver level as soon as the request yields.
+    /// 0 (the default): fetches start as one wave when the request yields and
+    /// the previous wave has answered (see graphql::batch).
     #[arg(long, env = "KARTEI_BATCH_WINDOW_MS", default_value_t = 0)]
     pub batch_window_ms: u64,
     /// How long a GraphQL query may run, in seconds; then it is stopped (TIMEOUT).

@@ -1,32 +1,72 @@
 //! DataLoader batches that close when the request yields, not when a timer
 //! runs out. The request's loaders hand their fetches to [`Batches`] instead
-//! of spawning them; [`Batches::drive`] polls the request and, each time it
-//! returns Pending (every sibling resolver polled in that pass has asked for
-//! its keys), spawns the fetches it collected. A resolver level is one batch
-//! whatever the machine's load, and no level waits for a window.
+//! of spawning them; [`Batches::drive`] polls the request and, when it
+//! returns Pending with no wave of fetches still running (so every resolver
+//! that could ask for keys has asked), starts the fetches it collected as the
+//! next wave. A resolver level is one wave of round trips whatever the timing
+//! of the store or the machine's load, and no level waits for a window.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use futures::future::BoxFuture;
 
-/// The fetches a request's loaders asked for since its last yield.
+/// The fetches a request's loaders asked for, and the wave in flight.
 #[derive(Clone, Default)]
-pub struct Batches(Arc<Mutex<Vec<BoxFuture<'static, ()>>>>);
+pub struct Batches(Arc<Mutex<State>>);
+
+#[derive(Default)]
+struct State {
+    queue: Vec<BoxFuture<'static, ()>>,
+    /// Fetches of the current wave still running.
+    in_flight: usize,
+    /// Wakes the request when a wave ends with fetches waiting.
+    waker: Option<Waker>,
+}
 
 impl Batches {
-    /// The spawner to give a request's DataLoaders.
-    pub fn spawner(&self) -> impl Fn(BoxFuture<'static, ()>) + Send + Sync + 'static {
-        let queue = self.0.clone();
-        move |fetch| queue.lock().unwrap_or_else(|p| p.into_inner()).push(fetch)
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn flush(&self) {
-        let fetches = std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()));
+    /// The spawner to give a request's DataLoaders.
+    pub fn spawner(&self) -> impl Fn(BoxFuture<'static, ()>) + Send + Sync + 'static {
+        let batches = self.clone();
+        move |fetch| batches.state().queue.push(fetch)
+    }
+
+    /// Starts the collected fetches as one wave, unless a wave is still
+    /// running: a wave starts once every fetch of the previous one has
+    /// answered, so a resolver level is one wave however the fetches of the
+    /// level before it were timed.
+    fn flush(&self, cx: &Context<'_>) {
+        let fetches = {
+            let mut state = self.state();
+            state.waker = Some(cx.waker().clone());
+            if state.in_flight > 0 || state.queue.is_empty() {
+                return;
+            }
+            let fetches = std::mem::take(&mut state.queue);
+            state.in_flight = fetches.len();
+            fetches
+        };
         for fetch in fetches {
-            tokio::spawn(fetch);
+            let batches = self.clone();
+            tokio::spawn(async move {
+                fetch.await;
+                let wake = {
+                    let mut state = batches.state();
+                    state.in_flight -= 1;
+                    (state.in_flight == 0 && !state.queue.is_empty())
+                        .then(|| state.waker.clone())
+                        .flatten()
+                };
+                if let Some(w) = wake {
+                    w.wake();
+                }
+            });
         }
     }
 
@@ -49,8 +89,8 @@ impl<F: Future> Future for Driven<F> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let out = self.request.as_mut().poll(cx);
-        // Pending: this pass has asked for all it will ask for until a fetch answers.
-        self.batches.flush();
+        // This pass has asked for all it will ask for until a fetch answers.
+        self.batches.flush(cx);
         out
     }
 }
