@@ -1,7 +1,7 @@
-//! Bounds on request bodies that every route shares, wherever it is
-//! declared: refuse a body whose `Content-Length` is already over the
-//! route's limit before reading it, and tell a body that was too large from
-//! one that stopped arriving.
+//! What every route shares about requests, wherever it is declared: refuse
+//! a body whose `Content-Length` is already over the route's limit before
+//! reading it, tell a body that was too large from one that stopped
+//! arriving, and match `If-None-Match` against an ETag.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
@@ -35,6 +35,14 @@ pub async fn refuse_announced_oversize(
         .into_response(),
         _ => next.run(req).await,
     }
+}
+
+/// Whether the client's `If-None-Match` names `etag` (or `*`): then it has it.
+pub fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
 }
 
 /// Why a request body could not be read: too large, too slow, or cut off.

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::model::{BinaryStatus, DERIVATIVES, Original};
 use super::service::{Binaries, CHUNK};
 use crate::auth::{Caller, Role};
-use crate::bounds::refuse_announced_oversize;
+use crate::bounds::{etag_matches, refuse_announced_oversize};
 use crate::error::ApiError;
 
 /// The REST routes of binaries, for any router state that can give a
@@ -233,13 +233,6 @@ async fn servable(binaries: &Binaries, reference: &str) -> RestResult<Original> 
             ApiError::NotFound(format!("binary {reference} (it could not be processed)")).into(),
         ),
     }
-}
-
-fn etag_matches(headers: &HeaderMap, etag: &str) -> bool {
-    headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
 }
 
 /// A single `bytes=` range over `size` bytes: Ok(None) for no (or an

@@ -110,11 +110,7 @@ pub async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
         header::CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=3600"),
     );
-    if headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag))
-    {
+    if crate::bounds::etag_matches(&headers, &etag) {
         return (StatusCode::NOT_MODIFIED, out).into_response();
     }
     out.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::parser::types::{DocumentOperations, OperationType};
+use async_graphql::parser::types::{DocumentOperations, OperationDefinition, OperationType};
 use async_graphql::{ErrorExtensionValues, Request as GqlRequest, Response as GqlResponse};
 use axum::body::Body;
 use axum::extract::{RawQuery, State};
@@ -185,19 +185,22 @@ fn request_from_query(raw: &str) -> Result<GqlRequest, ApiError> {
     request_from_json(Value::Object(json))
 }
 
-/// The type of the operation a request would run, if its document parses.
-fn operation_type(request: &GqlRequest) -> Option<OperationType> {
-    let doc = async_graphql::parser::parse_query(&request.query).ok()?;
-    match (&doc.operations, &request.operation_name) {
-        (DocumentOperations::Single(op), _) => Some(op.node.ty),
-        (DocumentOperations::Multiple(ops), Some(name)) => {
-            ops.get(name.as_str()).map(|o| o.node.ty)
-        }
+/// The operation a request would run: `None` when its document names
+/// several and `operationName` picks none of them. The document is parsed
+/// once and kept in the request, so the engine does not parse it again.
+pub fn chosen_operation(
+    request: &mut GqlRequest,
+) -> Result<Option<&OperationDefinition>, async_graphql::ServerError> {
+    let name = request.operation_name.clone();
+    let doc = request.parsed_query()?;
+    Ok(match (&doc.operations, name) {
+        (DocumentOperations::Single(op), _) => Some(&op.node),
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name.as_str()).map(|o| &o.node),
         (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => {
-            ops.values().next().map(|o| o.node.ty)
+            ops.values().next().map(|o| &o.node)
         }
         _ => None,
-    }
+    })
 }
 
 fn caller(outcome: Authenticated) -> Result<Principal, ApiError> {
@@ -224,11 +227,16 @@ pub async fn get(
             )),
         );
     }
-    let request = match request_from_query(&raw) {
+    let mut request = match request_from_query(&raw) {
         Ok(r) => r,
         Err(e) => return refusal(media, e),
     };
-    if operation_type(&request) == Some(OperationType::Mutation) {
+    // A document that does not parse is left to the engine to report.
+    let is_mutation = chosen_operation(&mut request)
+        .ok()
+        .flatten()
+        .is_some_and(|op| op.ty == OperationType::Mutation);
+    if is_mutation {
         let mut r = refusal(
             media,
             ApiError::MethodNotAllowed("a mutation must be sent with POST".into()),
@@ -290,11 +298,7 @@ async fn cacheable(response: Response, headers: &HeaderMap, max_age: u64) -> Res
         header::VARY,
         HeaderValue::from_static("Accept, Authorization"),
     );
-    let matches = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
-    if matches {
+    if crate::bounds::etag_matches(headers, &etag) {
         parts.status = StatusCode::NOT_MODIFIED;
         h.remove(header::CONTENT_TYPE);
         return Response::from_parts(parts, Body::empty());

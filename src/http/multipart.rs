@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::io::Seek;
 
-use async_graphql::parser::types::{BaseType, DocumentOperations, OperationDefinition};
+use async_graphql::parser::types::BaseType;
 use async_graphql::{Request, UploadValue};
 use axum::body::Body;
 use futures::TryStreamExt;
@@ -114,7 +114,7 @@ pub async fn read(
             "at most {MAX_FILES} files per request"
         )));
     }
-    let uploads = upload_variables(&request)?;
+    let uploads = upload_variables(&mut request)?;
     for paths in map.values() {
         for path in paths {
             let variable = path
@@ -181,16 +181,9 @@ async fn next_field<'r>(
 }
 
 /// The variables of type `Upload` (or lists of it) that the request's operation declares.
-fn upload_variables(request: &Request) -> Result<Vec<String>, ApiError> {
-    let doc = async_graphql::parser::parse_query(&request.query)
-        .map_err(|e| ApiError::bad_input(format!("the query does not parse: {e}")))?;
-    let op: Option<&OperationDefinition> = match (&doc.operations, &request.operation_name) {
-        (DocumentOperations::Single(op), _) => Some(&op.node),
-        (DocumentOperations::Multiple(ops), Some(name)) => {
-            ops.get(name.as_str()).map(|op| &op.node)
-        }
-        (DocumentOperations::Multiple(_), None) => None,
-    };
+fn upload_variables(request: &mut Request) -> Result<Vec<String>, ApiError> {
+    let op = super::graphql::chosen_operation(request)
+        .map_err(|e| ApiError::bad_input(format!("the query does not parse: {}", e.message)))?;
     let Some(op) = op else {
         return Err(ApiError::bad_input(
             "name the operation (operationName) of a request that carries files",
