@@ -37,6 +37,8 @@ pub enum Command {
     GcBinaries(GcArgs),
     /// Re-validate originals fetched from URLs (If-None-Match / If-Modified-Since); re-derive changed ones.
     RecheckBinaries(RecheckArgs),
+    /// Rewrite the embedded store's file without its free pages (the server must be stopped).
+    Compact(CompactArgs),
     /// Print a signed bearer token (HS256 with the configured secret).
     Token(TokenArgs),
     /// Print the GraphQL schema (SDL).
@@ -316,9 +318,16 @@ pub struct ImportAssignmentsArgs {
     pub creator: String,
     #[command(flatten)]
     pub store: StoreArgs,
-    /// How many assignments are written at once.
-    #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 16)]
+    /// How many chunks of 1,000 lines are written at once.
+    #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompactArgs {
+    /// Directory of the embedded store.
+    #[arg(long, env = "KARTEI_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -6,8 +6,8 @@ use clap::Parser;
 use kartei::assignments::{self, service::Assignments};
 use kartei::auth::Auth;
 use kartei::config::{
-    BinaryArgs, Cli, Command, GcArgs, ImportArgs, ImportAssignmentsArgs, RecheckArgs, RepairArgs,
-    ServeArgs, StoreArgs, StoreConfig, TokenArgs,
+    BinaryArgs, Cli, Command, CompactArgs, GcArgs, ImportArgs, ImportAssignmentsArgs, RecheckArgs,
+    RepairArgs, ServeArgs, StoreArgs, StoreConfig, TokenArgs,
 };
 use kartei::store::{DynStore, cql::CqlStore};
 use kartei::themes::{import, service::Themes};
@@ -88,6 +88,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::RepairViews(args) => repair_views(args).await,
         Command::GcBinaries(args) => gc_binaries(args).await,
         Command::RecheckBinaries(args) => recheck_binaries(args).await,
+        Command::Compact(args) => compact(args),
         Command::Token(args) => token(args),
         Command::Schema => {
             print!("{}", kartei::app::sdl());
@@ -279,6 +280,18 @@ async fn recheck_binaries(args: RecheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+fn compact(args: CompactArgs) -> anyhow::Result<ExitCode> {
+    let (before, after) = kartei::store::embedded::compact(&args.data_dir)
+        .map_err(|e| usage(format!("cannot compact {}: {e}", args.data_dir.display())))?;
+    println!(
+        "{}: {:.1} MB before, {:.1} MB after",
+        args.data_dir.display(),
+        before as f64 / 1e6,
+        after as f64 / 1e6
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn token(args: TokenArgs) -> anyhow::Result<ExitCode> {

@@ -1,7 +1,7 @@
 //! Process-wide metrics, exposed at `/metrics` in the OpenMetrics text format
 //! (prometheus-client): requests by route and status, their latency, GraphQL
-//! errors by code, store round trips by operation and table, rows read, and
-//! requests sent to the cluster.
+//! errors by code, store round trips by operation and table, rows read,
+//! requests sent to the cluster, and the embedded store's group commits.
 
 use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +38,8 @@ struct Metrics {
     store_calls: Family<StoreLabels, Counter>,
     rows_read: Counter,
     cql_requests: Counter,
+    commits: Counter,
+    committed_jobs: Counter,
 }
 
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -80,8 +82,22 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Requests sent to the cluster (cql engine)",
         cql_requests.clone(),
     );
+    let commits = Counter::default();
+    registry.register(
+        "kartei_store_embedded_commits",
+        "Durable transactions committed by the embedded store's writer",
+        commits.clone(),
+    );
+    let committed_jobs = Counter::default();
+    registry.register(
+        "kartei_store_embedded_committed_writes",
+        "Write calls (batches, compare-and-sets) those transactions held",
+        committed_jobs.clone(),
+    );
     Metrics {
         registry,
+        commits,
+        committed_jobs,
         http,
         latency,
         graphql_errors,
@@ -112,6 +128,12 @@ pub fn rows_read(n: usize) {
 /// One request sent to the cluster by the CQL engine.
 pub fn store_request() {
     METRICS.cql_requests.inc();
+}
+
+/// One group commit of the embedded writer, holding `jobs` write calls.
+pub fn embedded_commit(jobs: usize) {
+    METRICS.commits.inc();
+    METRICS.committed_jobs.inc_by(jobs as u64);
 }
 
 /// Store calls so far.

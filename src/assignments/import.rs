@@ -1,9 +1,11 @@
 //! `kartei import-assignments FILE --creator NAME`: bulk machine suggestions as
 //! NDJSON, one `{portalId, ddbId, keywordId, childCategoryId, confidence}` per
 //! line. Each line goes through the same rules as `suggestAssignment` with the
-//! machine role. The file is streamed (never held in memory) with a bounded
-//! number of writes in flight. An assignment that exists already is counted,
-//! not an error, so the same file can be imported again.
+//! machine role. The file is streamed (never held in memory) in chunks of
+//! 1,000 lines, a bounded number of chunks in flight; each chunk is one bulk
+//! insertion that never overwrites (`Assignments::suggest_many`). An
+//! assignment that exists already is counted, not an error, so the same file
+//! can be imported again, and a killed import can be run again to the same end.
 
 use std::io::BufRead;
 use std::time::{Duration, Instant};
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde::Deserialize;
 
-use super::service::{Assignments, SuggestInput, Suggester};
+use super::service::{Assignments, SuggestInput, Suggester, VocabularyCache};
 use crate::error::ApiError;
 use crate::progress::Progress;
 
@@ -49,13 +51,11 @@ impl ImportReport {
     }
 }
 
-enum Outcome {
-    Created,
-    Existing,
-    Failed(String),
-}
+/// Lines per call of [`Assignments::suggest_many`].
+const CHUNK: usize = 1_000;
 
-/// Imports `input` (of `size` bytes, for the progress bar) as `creator`.
+/// Imports `input` (of `size` bytes, for the progress bar) as `creator`,
+/// `concurrency` chunks of [`CHUNK`] lines at a time.
 pub async fn import(
     assignments: &Assignments,
     creator: &str,
@@ -79,48 +79,39 @@ pub async fn import(
             None
         }
     });
-    let who = &who;
-    let progress_ref = &progress;
-    let mut results = futures::stream::iter(lines)
-        .map(|line| async move {
-            progress_ref.advance(line.bytes);
-            let n = line.number;
-            let text = match line.text {
-                Ok(t) => t,
-                Err(reason) => return Some((n, Outcome::Failed(reason))),
-            };
-            if text.trim().is_empty() {
-                return None;
-            }
-            let outcome = match serde_json::from_str::<Line>(&text) {
-                Err(e) => Outcome::Failed(format!("invalid record: {e}")),
-                Ok(l) => match assignments
-                    .suggest(
-                        who,
-                        SuggestInput {
-                            portal_id: l.portal_id,
-                            ddb_id: l.ddb_id,
-                            keyword_id: l.keyword_id,
-                            child_category_id: l.child_category_id,
-                            confidence: l.confidence,
-                        },
-                    )
-                    .await
-                {
-                    Ok(_) => Outcome::Created,
-                    Err(ApiError::Conflict { .. }) => Outcome::Existing,
-                    Err(e) => Outcome::Failed(e.message()),
-                },
-            };
-            Some((n, outcome))
+    // Parsed in this task, in chunks: (line number, input) or (line number, reason).
+    let chunks = Chunks {
+        lines,
+        progress: &progress,
+    };
+    let vocabulary = VocabularyCache::default();
+    let (who, vocabulary) = (&who, &vocabulary);
+    let mut results = futures::stream::iter(chunks)
+        .map(|(good, bad)| async move {
+            let (numbers, inputs): (Vec<usize>, Vec<SuggestInput>) = good.into_iter().unzip();
+            let outcome = assignments.suggest_many(who, inputs, vocabulary).await;
+            (numbers, outcome, bad)
         })
-        .buffer_unordered(concurrency.clamp(1, 256));
-    while let Some(r) = results.next().await {
-        match r {
-            None => {}
-            Some((_, Outcome::Created)) => report.created += 1,
-            Some((_, Outcome::Existing)) => report.existing += 1,
-            Some((n, Outcome::Failed(m))) => report.errors.push((n, m)),
+        .buffer_unordered(concurrency.clamp(1, 64));
+    while let Some((numbers, outcome, bad)) = results.next().await {
+        report.errors.extend(bad);
+        match outcome {
+            Ok(rs) => {
+                for (n, r) in numbers.into_iter().zip(rs) {
+                    match r {
+                        Ok(_) => report.created += 1,
+                        Err(ApiError::Conflict { .. }) => report.existing += 1,
+                        Err(e) => report.errors.push((n, e.message())),
+                    }
+                }
+            }
+            // The store failed for the whole chunk: every line of it is reported.
+            Err(e) => {
+                let m = e.message();
+                report
+                    .errors
+                    .extend(numbers.into_iter().map(|n| (n, m.clone())));
+            }
         }
     }
     drop(results);
@@ -132,4 +123,44 @@ pub async fn import(
     report.errors.sort();
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+type Chunk = (Vec<(usize, SuggestInput)>, Vec<(usize, String)>);
+
+/// The input as chunks of up to [`CHUNK`] parsed lines (and the bad ones beside).
+struct Chunks<'a, I> {
+    lines: I,
+    progress: &'a Progress,
+}
+
+impl<I: Iterator<Item = crate::ndjson::Line>> Iterator for Chunks<'_, I> {
+    type Item = Chunk;
+    fn next(&mut self) -> Option<Chunk> {
+        let (mut good, mut bad) = (Vec::new(), Vec::new());
+        for line in self.lines.by_ref() {
+            self.progress.advance(line.bytes);
+            let n = line.number;
+            match line.text {
+                Err(reason) => bad.push((n, reason)),
+                Ok(t) if t.trim().is_empty() => {}
+                Ok(t) => match serde_json::from_str::<Line>(&t) {
+                    Err(e) => bad.push((n, format!("invalid record: {e}"))),
+                    Ok(l) => good.push((
+                        n,
+                        SuggestInput {
+                            portal_id: l.portal_id,
+                            ddb_id: l.ddb_id,
+                            keyword_id: l.keyword_id,
+                            child_category_id: l.child_category_id,
+                            confidence: l.confidence,
+                        },
+                    )),
+                },
+            }
+            if good.len() + bad.len() >= CHUNK {
+                break;
+            }
+        }
+        (!good.is_empty() || !bad.is_empty()).then_some((good, bad))
+    }
 }

@@ -21,7 +21,7 @@ use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::CqlValue;
 
 use super::{
-    Bound, Cas, CasOutcome, Condition, Cursor, Mutation, Order, Page, Row, Slice, Store,
+    Bound, Cas, CasOutcome, Condition, Cursor, Heal, Mutation, Order, Page, Row, Slice, Store,
     StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
 };
 use crate::metrics;
@@ -35,6 +35,39 @@ pub struct CqlStore {
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
+}
+
+/// Statements per unlogged batch of a bulk write.
+const BULK_BATCH_STATEMENTS: usize = 32;
+/// About this many bytes per unlogged batch of a bulk write (below Cassandra's
+/// default `batch_size_warn_threshold` of 5 KiB).
+const BULK_BATCH_BYTES: usize = 4 << 10;
+/// Batches of a bulk write in flight at once.
+const BULK_IN_FLIGHT: usize = 64;
+
+/// Microseconds since the epoch, as CQL write timestamps count.
+fn write_time_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+fn mutation_bytes(m: &Mutation) -> usize {
+    let values: &[Option<Value>] = match m {
+        Mutation::Upsert { row, .. } => &row.values,
+        Mutation::Delete { .. } => return 64,
+    };
+    values
+        .iter()
+        .map(|v| match v {
+            Some(Value::Text(s)) => s.len() + 4,
+            Some(Value::Blob(b)) => b.len() + 4,
+            Some(Value::TextList(l)) => l.iter().map(|s| s.len() + 4).sum::<usize>() + 4,
+            _ => 8,
+        })
+        .sum::<usize>()
+        + 16
 }
 
 fn to_cql(v: &Option<Value>) -> Option<CqlValue> {
@@ -236,6 +269,83 @@ impl CqlStore {
         }
     }
 
+    /// Writes `batch` as unlogged batches, one per partition (so the driver
+    /// routes each to a replica of its partition) and at most
+    /// [`BULK_BATCH_STATEMENTS`] statements or about [`BULK_BATCH_BYTES`] each,
+    /// [`BULK_IN_FLIGHT`] at a time, all at write time `at` (microseconds).
+    /// Each partition's batch is atomic; the whole is not.
+    async fn write_grouped(&self, batch: Vec<Mutation>, at: i64) -> Result<(), StoreError> {
+        let mut groups: std::collections::HashMap<(String, Vec<u8>), Vec<Mutation>> =
+            std::collections::HashMap::new();
+        for m in batch {
+            let (table, key) = match &m {
+                Mutation::Upsert { row, .. } => (row.table, row.key()?),
+                Mutation::Delete { table, key } => (*table, key.clone()),
+            };
+            let pk = &key[..table.partition_key.len().min(key.len())];
+            let id = serde_json::to_vec(pk).map_err(|e| StoreError::Internal(e.to_string()))?;
+            groups
+                .entry((table.name.to_owned(), id))
+                .or_default()
+                .push(m);
+        }
+        let mut chunks = Vec::new();
+        for (_, ms) in groups {
+            let mut chunk = Vec::new();
+            let mut bytes = 0;
+            for m in ms {
+                let size = mutation_bytes(&m);
+                if !chunk.is_empty()
+                    && (chunk.len() >= BULK_BATCH_STATEMENTS || bytes + size > BULK_BATCH_BYTES)
+                {
+                    chunks.push(std::mem::take(&mut chunk));
+                    bytes = 0;
+                }
+                bytes += size;
+                chunk.push(m);
+            }
+            if !chunk.is_empty() {
+                chunks.push(chunk);
+            }
+        }
+        let sends: Vec<_> = chunks
+            .iter()
+            .map(|c| self.batch(BatchType::Unlogged, Some(at), c))
+            .collect();
+        futures::stream::iter(sends)
+            .buffer_unordered(BULK_IN_FLIGHT)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// One batch of `ms` of `kind`, at write time `at` (else the server's).
+    async fn batch(
+        &self,
+        kind: BatchType,
+        at: Option<i64>,
+        ms: &[Mutation],
+    ) -> Result<(), StoreError> {
+        let mut b = Batch::new(kind);
+        b.set_timestamp(at);
+        let mut all_values = Vec::with_capacity(ms.len());
+        for m in ms {
+            let (stmt, values) = self.mutation_statement(m).await?;
+            b.append_statement(stmt);
+            all_values.push(values);
+        }
+        metrics::store_request();
+        self.session
+            .get_session()
+            .batch(&b, all_values)
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "CQL batch failed");
+                unavailable(e)
+            })?;
+        Ok(())
+    }
+
     /// Applies `cql/*.cql` (the keyspace files) for this store's env, idempotently.
     pub async fn migrate(&self, files: &[(&str, &str)]) -> anyhow::Result<()> {
         for (file, text) in files {
@@ -433,23 +543,77 @@ impl Store for CqlStore {
         if batch.is_empty() {
             return Ok(());
         }
-        let mut b = Batch::new(BatchType::Logged);
-        let mut all_values = Vec::with_capacity(batch.len());
-        for m in &batch {
-            let (stmt, values) = self.mutation_statement(m).await?;
-            b.append_statement(stmt);
-            all_values.push(values);
-        }
-        metrics::store_request();
-        self.session
-            .get_session()
-            .batch(&b, all_values)
-            .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, "CQL batch failed");
-                unavailable(e)
-            })?;
+        // One partition: an unlogged batch is atomic and isolated already, and
+        // skips the batch log.
+        let partition = |m: &Mutation| -> Option<(&'static str, Vec<Value>)> {
+            match m {
+                Mutation::Upsert { row, .. } => {
+                    let pk = row.table.partition_key.len();
+                    Some((row.table.name, row.key().ok()?[..pk].to_vec()))
+                }
+                Mutation::Delete { table, key } => {
+                    Some((table.name, key.get(..table.partition_key.len())?.to_vec()))
+                }
+            }
+        };
+        let first = partition(&batch[0]);
+        let single = first.is_some() && batch.iter().all(|m| partition(m) == first);
+        let kind = if single {
+            BatchType::Unlogged
+        } else {
+            BatchType::Logged
+        };
+        self.batch(kind, None, &batch).await?;
         Ok(())
+    }
+
+    async fn insert_new(
+        &self,
+        inserts: Vec<(Row, Vec<Mutation>)>,
+        heal: Heal,
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        let Some(table) = inserts.first().map(|(r, _)| r.table) else {
+            return Ok(Vec::new());
+        };
+        for (row, with) in &inserts {
+            if row.table.name != table.name {
+                return Err(StoreError::Invalid(
+                    "insert_new takes rows of one table".into(),
+                ));
+            }
+            row.validate()?;
+            for m in with {
+                m.validate()?;
+            }
+        }
+        // Every write below carries the time of this read: a write made after
+        // the read (a compare-and-set, a transition, another importer) has a
+        // later timestamp and wins every cell it touches, so nothing written
+        // here can overwrite it.
+        let read_at = write_time_now();
+        let keys = inserts
+            .iter()
+            .map(|(r, _)| r.key())
+            .collect::<Result<Vec<_>, _>>()?;
+        let found = self.get_many(table, &keys).await?;
+        let mut writes = Vec::new();
+        for ((row, with), f) in inserts.into_iter().zip(&found) {
+            match f {
+                None => {
+                    writes.push(Mutation::upsert(row));
+                    writes.extend(with);
+                }
+                Some(current) => {
+                    let h = heal(current);
+                    for m in &h {
+                        m.validate()?;
+                    }
+                    writes.extend(h);
+                }
+            }
+        }
+        self.write_grouped(writes, read_at).await?;
+        Ok(found)
     }
 
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {

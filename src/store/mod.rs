@@ -190,6 +190,10 @@ impl Mutation {
     }
 }
 
+/// What [`Store::insert_new`] writes for a row it finds (e.g. the query rows
+/// that row should have).
+pub type Heal = Arc<dyn Fn(&Row) -> Vec<Mutation> + Send + Sync>;
+
 /// The condition of a compare-and-set.
 #[derive(Clone, Debug)]
 pub enum Condition {
@@ -217,7 +221,7 @@ pub struct CasOutcome {
     pub current: Option<Row>,
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("the cursor is not valid for this query")]
     BadCursor,
@@ -248,6 +252,44 @@ pub trait Store: Send + Sync {
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError>;
     /// A serialisable compare-and-set on one row.
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError>;
+    /// Bulk insertion for importers: each row (all of one table) is written,
+    /// with the mutations that go with it, unless its key holds a row already;
+    /// for a row found, the mutations `heal` makes from it are written
+    /// instead (as of the moment it was read: a later write to them wins).
+    /// Returns, per row, `None` when it was inserted, else the row found.
+    ///
+    /// Never overwrites: on the embedded engine each row is a compare-and-set
+    /// inside the writer's serialised transaction; on Cassandra the rows are
+    /// read first and the absent ones written with the read's timestamp, so
+    /// any write made after the read wins (cql/README.md, "Bulk writes").
+    /// Per row, the row and its mutations are atomic on the embedded engine; on
+    /// Cassandra a process that dies mid-call may leave some of them written,
+    /// so callers treat a row found as "maybe without its mutations" and heal.
+    async fn insert_new(
+        &self,
+        inserts: Vec<(Row, Vec<Mutation>)>,
+        heal: Heal,
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        let mut out = Vec::with_capacity(inserts.len());
+        for (row, with) in inserts {
+            let outcome = self
+                .cas(Cas {
+                    row: row.clone(),
+                    condition: Condition::NotExists,
+                    ttl: None,
+                })
+                .await?;
+            if outcome.applied {
+                self.apply(with).await?;
+                out.push(None);
+            } else {
+                let current = outcome.current.unwrap_or(row);
+                self.apply(heal(&current)).await?;
+                out.push(Some(current));
+            }
+        }
+        Ok(out)
+    }
     /// A whole table, page by page (maintenance jobs only).
     async fn scan(
         &self,
@@ -294,6 +336,13 @@ impl Store for DynStore {
     }
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
         self.as_ref().cas(cas).await
+    }
+    async fn insert_new(
+        &self,
+        inserts: Vec<(Row, Vec<Mutation>)>,
+        heal: Heal,
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        self.as_ref().insert_new(inserts, heal).await
     }
     async fn scan(
         &self,
@@ -375,6 +424,16 @@ impl<S: Store> Store for Counted<S> {
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
         self.count("cas", cas.row.table.name);
         self.engine.cas(cas).await
+    }
+    async fn insert_new(
+        &self,
+        inserts: Vec<(Row, Vec<Mutation>)>,
+        heal: Heal,
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        let table = inserts.first().map(|(r, _)| r.table.name).unwrap_or("none");
+        self.count("insert_new", table);
+        let found = self.engine.insert_new(inserts, heal).await?;
+        Ok(self.read(found.iter().flatten().count(), found))
     }
     async fn scan(
         &self,

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use serde::Deserialize;
 
 use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
@@ -13,6 +14,9 @@ use crate::auth::{Principal, Role};
 use crate::common::bounded;
 use crate::error::ApiError;
 use crate::progress::Progress;
+
+/// Keywords per bulk upsert.
+const KEYWORD_CHUNK: usize = 1_000;
 
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
@@ -265,17 +269,41 @@ pub async fn import(
         pending = waiting;
     }
 
-    for (n, r) in bounded(keywords, concurrency, |(n, k)| async move {
-        (n, themes.upsert_keyword(who, k).await)
-    })
-    .await
-    {
-        progress.tick();
-        match r {
-            Ok(_) => report.keywords += 1,
-            Err(e) => report.errors.push((n, message(e))),
+    // Keywords in chunks: one bulk upsert each, two chunks in flight.
+    let chunks: Vec<Vec<(usize, KeywordInput)>> = {
+        let mut chunks = Vec::new();
+        let mut it = keywords.into_iter().peekable();
+        while it.peek().is_some() {
+            chunks.push(it.by_ref().take(KEYWORD_CHUNK).collect());
+        }
+        chunks
+    };
+    let mut done = futures::stream::iter(chunks.into_iter().map(|chunk| async move {
+        let (numbers, inputs): (Vec<usize>, Vec<KeywordInput>) = chunk.into_iter().unzip();
+        (numbers, themes.upsert_keywords(who, inputs).await)
+    }))
+    .buffer_unordered(2);
+    while let Some((numbers, outcome)) = done.next().await {
+        match outcome {
+            Ok(results) => {
+                for (n, r) in numbers.into_iter().zip(results) {
+                    progress.tick();
+                    match r {
+                        Ok(_) => report.keywords += 1,
+                        Err(e) => report.errors.push((n, message(e))),
+                    }
+                }
+            }
+            Err(e) => {
+                let m = message(e);
+                for n in numbers {
+                    progress.tick();
+                    report.errors.push((n, m.clone()));
+                }
+            }
         }
     }
+    drop(done);
     progress.finish();
     report.errors.sort();
     report.elapsed = started.elapsed();

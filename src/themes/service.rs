@@ -12,8 +12,21 @@ use crate::store::{Bound, Cursor, DynStore, Listed, Mutation, Row, Slice, Table,
 
 const MAX_TEXT: usize = 2_000;
 const MAX_LIST: usize = 100;
+/// Keyword batches a bulk upsert keeps in flight.
+pub const BULK_WRITES: usize = 128;
 /// Children of a category are listed in one read of at most this many rows.
 pub const MAX_CHILDREN: usize = 1_000;
+
+/// A keyword and the batch that writes it.
+type KeywordWrite = (Keyword, Vec<Mutation>);
+
+/// A row's table and full contents, to compare index rows by value.
+fn row_identity(row: &Row) -> Option<Vec<u8>> {
+    let mut id = row.table.name.as_bytes().to_vec();
+    id.push(0);
+    serde_json::to_writer(&mut id, &row.values).ok()?;
+    Some(id)
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct CategoryInput {
@@ -347,35 +360,111 @@ impl Themes {
 
     /// Creates or replaces a keyword (admin).
     pub async fn upsert_keyword(&self, who: &Principal, input: KeywordInput) -> ApiResult<Keyword> {
+        let mut out = self.upsert_keywords(who, vec![input]).await?;
+        out.pop().unwrap_or(Err(ApiError::Internal))
+    }
+
+    /// Writes many keywords (admin), for importers: the same rules and
+    /// outcomes as [`Themes::upsert_keyword`] one by one, with the old
+    /// keywords, their categories and GND entity types read in one call each,
+    /// and each keyword's logged batch (its row and its index rows, atomic as
+    /// before) sent at once with up to [`BULK_WRITES`] in flight, so the
+    /// embedded store commits them together.
+    pub async fn upsert_keywords(
+        &self,
+        who: &Principal,
+        inputs: Vec<KeywordInput>,
+    ) -> ApiResult<Vec<ApiResult<Keyword>>> {
         who.require(Role::Admin)?;
+        // One id twice: the later one is written after the earlier, in a
+        // later round, as if the file were read in order.
+        let mut out: Vec<Option<ApiResult<Keyword>>> = inputs.iter().map(|_| None).collect();
+        let mut pending: Vec<(usize, KeywordInput)> = inputs.into_iter().enumerate().collect();
+        while !pending.is_empty() {
+            let mut seen = std::collections::HashSet::new();
+            let (round, later): (Vec<_>, Vec<_>) = pending
+                .into_iter()
+                .partition(|(_, i)| seen.insert(i.id.clone()));
+            for (slot, r) in self.upsert_distinct(round).await? {
+                out[slot] = Some(r);
+            }
+            pending = later;
+        }
+        Ok(out
+            .into_iter()
+            .map(|r| r.unwrap_or(Err(ApiError::Internal)))
+            .collect())
+    }
+
+    async fn upsert_distinct(
+        &self,
+        inputs: Vec<(usize, KeywordInput)>,
+    ) -> ApiResult<Vec<(usize, ApiResult<Keyword>)>> {
+        let readable: Vec<String> = inputs
+            .iter()
+            .map(|(_, i)| i.id.clone())
+            .filter(|i| check_id("keyword", i).is_ok())
+            .collect();
+        let old = self.keywords(&readable).await?;
+        let mut wanted = BTreeSet::new();
+        let mut gnd = BTreeSet::new();
+        for (_, i) in &inputs {
+            wanted.extend(i.category_ids.iter().map(|c| c.trim().to_owned()));
+            if let Some(g) = &i.gnd_entity_id {
+                gnd.insert(g.trim().to_owned());
+            }
+        }
+        for o in old.values() {
+            wanted.extend(o.category_ids.iter().cloned());
+        }
+        let wanted: Vec<String> = wanted.into_iter().filter(|c| !c.is_empty()).collect();
+        let gnd: Vec<String> = gnd.into_iter().filter(|g| !g.is_empty()).collect();
+        let (categories, gnd) =
+            futures::try_join!(self.categories(&wanted), self.gnd_entities_by_id(&gnd))?;
+        let prepared: Vec<(usize, ApiResult<KeywordWrite>)> = inputs
+            .into_iter()
+            .map(|(slot, input)| {
+                let old = old.get(&input.id);
+                (slot, self.prepare_keyword(input, old, &categories, &gnd))
+            })
+            .collect();
+        Ok(
+            crate::common::bounded(prepared, BULK_WRITES, |(slot, p)| async move {
+                let r = async {
+                    let (keyword, batch) = p?;
+                    if !batch.is_empty() {
+                        self.store.apply(batch).await?;
+                    }
+                    Ok(keyword)
+                }
+                .await;
+                (slot, r)
+            })
+            .await,
+        )
+    }
+
+    /// The keyword `input` makes and the batch that writes it (empty when it
+    /// is stored as it is already).
+    fn prepare_keyword(
+        &self,
+        input: KeywordInput,
+        old: Option<&Keyword>,
+        categories: &HashMap<String, Category>,
+        gnd: &HashMap<String, GndEntity>,
+    ) -> ApiResult<KeywordWrite> {
         check_id("keyword", &input.id)?;
         let label = clean_label("keyword", &input.label)?;
         let category_ids = clean_list("categoryIds", input.category_ids, false)?;
         if category_ids.is_empty() {
             return Err(ApiError::bad_input("a keyword needs at least one category"));
         }
-        let old = self
-            .store
-            .get(&KEYWORDS, &[input.id.as_str().into()])
-            .await?
-            .map(|r| Keyword::from_row(&r));
-        // The old categories too, in the same read: they name the index rows to drop.
-        let mut wanted = category_ids.clone();
-        for c in old.iter().flat_map(|o| &o.category_ids) {
-            if !wanted.contains(c) {
-                wanted.push(c.clone());
-            }
-        }
-        let categories = self.categories(&wanted).await?;
         if let Some(missing) = category_ids.iter().find(|c| !categories.contains_key(*c)) {
             return Err(ApiError::bad_input(format!("unknown category {missing}")));
         }
         let gnd_entity_id = clean_opt("gndEntityId", input.gnd_entity_id)?;
         if let Some(g) = &gnd_entity_id
-            && self
-                .gnd_entities_by_id(std::slice::from_ref(g))
-                .await?
-                .is_empty()
+            && !gnd.contains_key(g)
         {
             return Err(ApiError::bad_input(format!("unknown GND entity {g}")));
         }
@@ -400,7 +489,7 @@ impl Themes {
         };
         let keyword = Keyword {
             created_at: created_at
-                .or_else(|| old.as_ref().map(|o| o.created_at.clone()))
+                .or_else(|| old.map(|o| o.created_at.clone()))
                 .unwrap_or_else(|| self.clock.rfc3339()),
             id: input.id,
             label,
@@ -413,22 +502,23 @@ impl Themes {
             category_ids,
             hierarchical_category_ids: hierarchical,
         };
-        if old.as_ref() == Some(&keyword) {
-            return Ok(keyword);
+        if old == Some(&keyword) {
+            return Ok((keyword, Vec::new()));
         }
-        let new_rows = index_rows(&keyword, &portals_of(&keyword, &categories));
+        let new_rows = index_rows(&keyword, &portals_of(&keyword, categories));
         let mut batch = Vec::new();
-        if let Some(old) = &old {
-            for row in index_rows(old, &portals_of(old, &categories)) {
-                if !new_rows.contains(&row) {
+        if let Some(old) = old {
+            let keep: std::collections::HashSet<Vec<u8>> =
+                new_rows.iter().filter_map(row_identity).collect();
+            for row in index_rows(old, &portals_of(old, categories)) {
+                if row_identity(&row).is_none_or(|id| !keep.contains(&id)) {
                     batch.push(Mutation::delete(row.table, row.key()?));
                 }
             }
         }
         batch.push(Mutation::upsert(keyword.to_row()));
         batch.extend(new_rows.into_iter().map(Mutation::upsert));
-        self.store.apply(batch).await?;
-        Ok(keyword)
+        Ok((keyword, batch))
     }
 
     /// Deletes a keyword and its index rows (admin).

@@ -553,7 +553,103 @@ async fn scans_page_through_a_table(engine: Engine) {
     ));
 }
 
+async fn bulk_inserts_never_overwrite_and_heal_what_they_find(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    // "a/1" exists (a curator's value); "b/1" and "c/1" are new. Each row
+    // carries a companion row in PROBE_DESC (as a base row carries its query rows).
+    s.apply(vec![Mutation::upsert(
+        probe(&p, "a", 1).set("v", "curated"),
+    )])
+    .await
+    .unwrap();
+    let companion = |t: i64, v: &str| {
+        Mutation::upsert(
+            Row::new(&PROBE_DESC)
+                .set("p", p.as_str())
+                .set("t", t)
+                .set("v", v),
+        )
+    };
+    let inserts = vec![
+        (
+            probe(&p, "a", 1).set("v", "imported"),
+            vec![companion(1, "a")],
+        ),
+        (probe(&p, "b", 1), vec![companion(2, "b")]),
+        (probe(&p, "c", 1), vec![companion(3, "c")]),
+    ];
+    let pp = p.clone();
+    let heal: kartei::store::Heal = Arc::new(move |found: &Row| {
+        vec![Mutation::upsert(
+            Row::new(&PROBE_DESC)
+                .set("p", pp.as_str())
+                .set("t", 1i64)
+                .set("v", format!("healed from {}", found.string("v"))),
+        )]
+    });
+    let found = s.insert_new(inserts, heal).await.unwrap();
+    assert_eq!(found.len(), 3);
+    assert_eq!(found[0].as_ref().unwrap().string("v"), "curated");
+    assert!(found[1].is_none() && found[2].is_none());
+    let k = |c1: &str| vec![Value::from(p.as_str()), c1.into(), Value::Int(1)];
+    let got = s.get_many(&PROBE, &[k("a"), k("b"), k("c")]).await.unwrap();
+    assert_eq!(got[0].as_ref().unwrap().string("v"), "curated");
+    assert_eq!(got[1].as_ref().unwrap().string("v"), "b/1");
+    let comp = s
+        .slice(&PROBE_DESC, &Slice::partition(vec![p.as_str().into()]))
+        .await
+        .unwrap();
+    let comp: Vec<String> = comp.rows.iter().map(|r| r.string("v")).collect();
+    assert_eq!(comp, ["c", "b", "healed from curated"]);
+
+    // A second run finds what the first wrote and writes nothing of its own.
+    let again = vec![(probe(&p, "b", 1).set("v", "late import"), vec![])];
+    let noop: kartei::store::Heal = Arc::new(|_: &Row| Vec::new());
+    let found = s.insert_new(again, noop.clone()).await.unwrap();
+    assert_eq!(found[0].as_ref().unwrap().string("v"), "b/1");
+    assert_eq!(
+        s.get(&PROBE, &k("b")).await.unwrap().unwrap().string("v"),
+        "b/1"
+    );
+    assert!(s.insert_new(Vec::new(), noop).await.unwrap().is_empty());
+}
+
+async fn fifty_concurrent_batches_all_land(engine: Engine) {
+    let ts = store(engine).await;
+    let s = ts.store.clone();
+    let p = uid();
+    // Concurrent writers (grouped into shared commits on the embedded store):
+    // every acknowledged batch is there, whole.
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let s = Arc::clone(&s);
+            let p = p.clone();
+            tokio::spawn(async move {
+                let batch = (0..4)
+                    .map(|j| Mutation::upsert(probe(&p, &format!("w{i:02}"), j)))
+                    .collect();
+                s.apply(batch).await
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let page = s
+        .slice(
+            &PROBE,
+            &Slice::partition(vec![p.as_str().into()]).limit(1000),
+        )
+        .await
+        .unwrap();
+    assert_eq!(page.rows.len(), 200);
+}
+
 both_engines!(
+    bulk_inserts_never_overwrite_and_heal_what_they_find,
+    fifty_concurrent_batches_all_land,
     clustering_order_ascending_and_descending,
     slices_with_prefix_and_bounds,
     cursors_round_trip_and_forged_ones_are_rejected,

@@ -24,6 +24,7 @@ use crate::common::{Clock, bounded, check_id};
 use crate::error::{ApiError, ApiResult};
 use crate::store::buckets::{all_buckets, merged_slice};
 use crate::store::{Bound, Cas, Condition, Cursor, DynStore, Listed, Mutation, Row, Slice, Value};
+use crate::themes::model::{Category, Keyword};
 use crate::themes::service::Themes;
 
 /// Keys one `transitionAssignments` call may name.
@@ -143,6 +144,111 @@ fn check_key(k: &AssignmentKey) -> ApiResult<()> {
     check_id("creator", &k.creator)
 }
 
+/// The key and child category of a suggestion, checked.
+fn suggestion_key(who: &Suggester, input: &SuggestInput) -> ApiResult<(AssignmentKey, String)> {
+    let key = AssignmentKey {
+        portal_id: input.portal_id.trim().to_owned(),
+        ddb_id: input.ddb_id.trim().to_owned(),
+        keyword_id: input.keyword_id.trim().to_owned(),
+        creator: who.creator.clone(),
+    };
+    check_key(&key)?;
+    let child_id = input.child_category_id.trim().to_owned();
+    check_id("child category", &child_id)?;
+    if let Some(c) = input.confidence
+        && !(0.0..=1.0).contains(&c)
+    {
+        return Err(ApiError::bad_input(format!(
+            "confidence must be between 0 and 1, got {c}"
+        )));
+    }
+    Ok((key, child_id))
+}
+
+/// The vocabulary an import has looked up (including ids that do not exist),
+/// so each id is read once per import. Bounded: past [`VOCABULARY_CACHE`]
+/// entries it starts again. An import sees the vocabulary as it was when it
+/// first needed an id, as a request that read it then would.
+/// Per category its parent, per keyword the categories it is in or below:
+/// all that the rules ask.
+#[derive(Default)]
+pub struct VocabularyCache {
+    categories: std::sync::Mutex<Snapshot<Option<String>>>,
+    keywords: std::sync::Mutex<Snapshot<Vec<String>>>,
+}
+
+/// Entries a [`VocabularyCache`] holds before it is emptied.
+const VOCABULARY_CACHE: usize = 200_000;
+
+type Snapshot<T> = std::collections::HashMap<String, Option<T>>;
+
+impl VocabularyCache {
+    async fn load(
+        &self,
+        themes: &Themes,
+        categories: BTreeSet<String>,
+        keywords: BTreeSet<String>,
+    ) -> ApiResult<()> {
+        let missing = |ids: BTreeSet<String>, have: &dyn Fn(&str) -> bool| -> Vec<String> {
+            ids.into_iter().filter(|i| !have(i)).collect()
+        };
+        let want_c = missing(categories, &|i| {
+            self.categories.lock().expect("cache").contains_key(i)
+        });
+        let want_k = missing(keywords, &|i| {
+            self.keywords.lock().expect("cache").contains_key(i)
+        });
+        let (found_c, found_k) = futures::try_join!(
+            async {
+                if want_c.is_empty() {
+                    Ok(Default::default())
+                } else {
+                    themes.categories(&want_c).await
+                }
+            },
+            async {
+                if want_k.is_empty() {
+                    Ok(Default::default())
+                } else {
+                    themes.keywords(&want_k).await
+                }
+            }
+        )?;
+        fill(
+            &self.categories,
+            want_c,
+            found_c
+                .into_iter()
+                .map(|(id, c): (String, Category)| (id, c.parent_id))
+                .collect(),
+        );
+        fill(
+            &self.keywords,
+            want_k,
+            found_k
+                .into_iter()
+                .map(|(id, k): (String, Keyword)| (id, k.hierarchical_category_ids))
+                .collect(),
+        );
+        Ok(())
+    }
+}
+
+fn fill<T>(
+    cache: &std::sync::Mutex<Snapshot<T>>,
+    wanted: Vec<String>,
+    mut found: std::collections::HashMap<String, T>,
+) {
+    let mut c = cache.lock().expect("cache");
+    if c.len() + wanted.len() > VOCABULARY_CACHE {
+        c.clear();
+    }
+    for id in wanted {
+        let v = found.remove(&id);
+        c.insert(id, v);
+    }
+}
+
 fn conflict(current: &Assignment, what: &str) -> ApiError {
     ApiError::Conflict {
         message: format!("{what}; it is {} now", current.status.as_str()),
@@ -181,67 +287,24 @@ impl Assignments {
 
     /// Records a suggestion as `who` (creator, type and first status from the role).
     pub async fn suggest(&self, who: &Suggester, input: SuggestInput) -> ApiResult<Assignment> {
-        let key = AssignmentKey {
-            portal_id: input.portal_id.trim().to_owned(),
-            ddb_id: input.ddb_id.trim().to_owned(),
-            keyword_id: input.keyword_id.trim().to_owned(),
-            creator: who.creator.clone(),
-        };
-        check_key(&key)?;
-        let child_id = input.child_category_id.trim().to_owned();
-        check_id("child category", &child_id)?;
-        if let Some(c) = input.confidence
-            && !(0.0..=1.0).contains(&c)
-        {
-            return Err(ApiError::bad_input(format!(
-                "confidence must be between 0 and 1, got {c}"
-            )));
-        }
+        let (key, child_id) = suggestion_key(who, &input)?;
         let category_ids = [key.portal_id.clone(), child_id.clone()];
         let (categories, keywords) = futures::try_join!(
             self.themes.categories(&category_ids),
             self.themes.keywords(std::slice::from_ref(&key.keyword_id))
         )?;
-        match categories.get(&key.portal_id) {
-            Some(p) if p.parent_id.is_none() => {}
-            _ => {
-                return Err(ApiError::bad_input(format!(
-                    "unknown portal {}",
-                    key.portal_id
-                )));
-            }
-        }
-        match categories.get(&child_id) {
-            Some(c) if c.parent_id.as_deref() == Some(key.portal_id.as_str()) => {}
-            _ => {
-                return Err(ApiError::bad_input(format!(
-                    "{child_id} is not a category directly under portal {}",
-                    key.portal_id
-                )));
-            }
-        }
-        let Some(keyword) = keywords.get(&key.keyword_id) else {
-            return Err(ApiError::bad_input(format!(
-                "unknown keyword {}",
-                key.keyword_id
-            )));
-        };
-        if !keyword.hierarchical_category_ids.contains(&key.portal_id) {
-            return Err(ApiError::bad_input(format!(
-                "keyword {} is not in portal {}",
-                key.keyword_id, key.portal_id
-            )));
-        }
-        let now = self.clock.rfc3339();
-        let assignment = Assignment {
+        let assignment = self.suggestion(
+            who,
             key,
-            child_category_id: child_id,
-            assignment_type: who.assignment_type,
-            status: who.status,
-            created_at: now.clone(),
-            modified_at: now,
-            confidence: input.confidence,
-        };
+            child_id,
+            &input,
+            &|id| categories.get(id).map(|c| c.parent_id.clone()),
+            &|id, portal| {
+                keywords
+                    .get(id)
+                    .map(|k| k.hierarchical_category_ids.iter().any(|c| c == portal))
+            },
+        )?;
         let outcome = self
             .store
             .cas(Cas {
@@ -266,6 +329,155 @@ impl Assignments {
                 current: None,
             }),
         }
+    }
+
+    /// The assignment `who` suggests with `input`, checked against the
+    /// vocabulary that `category` and `keyword` look up.
+    fn suggestion(
+        &self,
+        who: &Suggester,
+        key: AssignmentKey,
+        child_id: String,
+        input: &SuggestInput,
+        // The parent of a category (`None` for an unknown one).
+        category_parent: &dyn Fn(&str) -> Option<Option<String>>,
+        // Is a keyword in a portal (`None` for an unknown keyword)?
+        keyword_in: &dyn Fn(&str, &str) -> Option<bool>,
+    ) -> ApiResult<Assignment> {
+        match category_parent(&key.portal_id) {
+            Some(None) => {}
+            _ => {
+                return Err(ApiError::bad_input(format!(
+                    "unknown portal {}",
+                    key.portal_id
+                )));
+            }
+        }
+        match category_parent(&child_id) {
+            Some(Some(p)) if p == key.portal_id => {}
+            _ => {
+                return Err(ApiError::bad_input(format!(
+                    "{child_id} is not a category directly under portal {}",
+                    key.portal_id
+                )));
+            }
+        }
+        let Some(in_portal) = keyword_in(&key.keyword_id, &key.portal_id) else {
+            return Err(ApiError::bad_input(format!(
+                "unknown keyword {}",
+                key.keyword_id
+            )));
+        };
+        if !in_portal {
+            return Err(ApiError::bad_input(format!(
+                "keyword {} is not in portal {}",
+                key.keyword_id, key.portal_id
+            )));
+        }
+        let now = self.clock.rfc3339();
+        Ok(Assignment {
+            key,
+            child_category_id: child_id,
+            assignment_type: who.assignment_type,
+            status: who.status,
+            created_at: now.clone(),
+            modified_at: now,
+            confidence: input.confidence,
+        })
+    }
+
+    /// Records many suggestions as `who`, for importers: the same rules and
+    /// outcomes as [`Assignments::suggest`] one by one (an existing key is
+    /// CONFLICT with its status, its query rows healed), in far fewer round
+    /// trips. The vocabulary is read once per id through `vocabulary`; the new
+    /// rows go to the store in one [`crate::store::Store::insert_new`] call.
+    pub async fn suggest_many(
+        &self,
+        who: &Suggester,
+        inputs: Vec<SuggestInput>,
+        vocabulary: &VocabularyCache,
+    ) -> ApiResult<Vec<ApiResult<Assignment>>> {
+        let keyed: Vec<ApiResult<(AssignmentKey, String)>> =
+            inputs.iter().map(|i| suggestion_key(who, i)).collect();
+        let mut category_ids = BTreeSet::new();
+        let mut keyword_ids = BTreeSet::new();
+        for (key, child) in keyed.iter().flatten() {
+            category_ids.insert(key.portal_id.clone());
+            category_ids.insert(child.clone());
+            keyword_ids.insert(key.keyword_id.clone());
+        }
+        vocabulary
+            .load(&self.themes, category_ids, keyword_ids)
+            .await?;
+        let mut results: Vec<ApiResult<Assignment>> = {
+            let categories = vocabulary.categories.lock().expect("cache");
+            let keywords = vocabulary.keywords.lock().expect("cache");
+            keyed
+                .into_iter()
+                .zip(&inputs)
+                .map(|(k, input)| {
+                    let (key, child) = k?;
+                    self.suggestion(
+                        who,
+                        key,
+                        child,
+                        input,
+                        &|id| categories.get(id).cloned().flatten(),
+                        &|id, portal| {
+                            keywords
+                                .get(id)
+                                .cloned()
+                                .flatten()
+                                .map(|portals| portals.iter().any(|p| p == portal))
+                        },
+                    )
+                })
+                .collect()
+        };
+        // Two lines with one key: the second is the existing one.
+        let mut seen = std::collections::HashSet::new();
+        let mut inserts = Vec::new();
+        let mut slots = Vec::new();
+        for (i, r) in results.iter_mut().enumerate() {
+            if let Ok(a) = r {
+                if !seen.insert(a.key.clone()) {
+                    *r = Err(ApiError::Conflict {
+                        message: "this assignment exists already (twice in this import)".into(),
+                        current: Some(a.status.as_str().to_owned()),
+                    });
+                    continue;
+                }
+                let views = a.view_rows().into_iter().map(Mutation::upsert).collect();
+                inserts.push((a.row(&OBJECTS_KEYWORDS), views));
+                slots.push(i);
+            }
+        }
+        if inserts.is_empty() {
+            return Ok(results);
+        }
+        // A row that was there already may be one a killed import wrote
+        // without its query rows: they are written again from it, as of the
+        // read (a curator's later change wins). Only upserts: nothing an
+        // import leaves behind needs a delete, and deletes here would leave a
+        // tombstone per row in every status range on each re-import.
+        let heal: crate::store::Heal = std::sync::Arc::new(|row: &Row| {
+            Assignment::from_row(row)
+                .map(|a| a.view_rows().into_iter().map(Mutation::upsert).collect())
+                .unwrap_or_default()
+        });
+        let found = self.store.insert_new(inserts, heal).await?;
+        for (i, f) in slots.into_iter().zip(found) {
+            if let Some(row) = f {
+                results[i] = Err(match Assignment::from_row(&row) {
+                    Some(a) => conflict(&a, "this assignment exists already"),
+                    None => ApiError::Conflict {
+                        message: "this assignment exists already".into(),
+                        current: None,
+                    },
+                });
+            }
+        }
+        Ok(results)
     }
 
     /// Changes one assignment's status if it is `expected` now.

@@ -1,9 +1,10 @@
 //! The embedded engine: every table lives in one redb B-tree under an
 //! order-preserving key encoding (see `key.rs`). redb gives crash-safe,
-//! serialisable write transactions, so a batch is one transaction and a
-//! compare-and-set is a read and a write inside one transaction.
+//! serialisable write transactions; one writer thread groups concurrent
+//! writes into one durable transaction (`writer.rs`), each batch and each
+//! compare-and-set staying atomic and serialised inside it.
 //!
-//! A row's value is `expires_at_ms (u64 BE, 0 = never) ++ JSON of its values`.
+//! A row's value is `expires_at_ms (u64 BE, 0 = never) ++ its values` (`codec.rs`).
 //! Expired rows are invisible to reads; a sweeper deletes them using a second
 //! tree ordered by expiry time.
 
@@ -15,26 +16,50 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
+mod codec;
+mod writer;
+
 use super::key;
 use super::{
-    Bound, Cas, CasOutcome, Condition, Cursor, Mutation, Order, Page, Row, Slice, Store,
-    StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
+    Bound, Cas, CasOutcome, Cursor, Mutation, Order, Page, Row, Slice, Store, StoreError, Table,
+    Value, check_key, check_slice, slice_fingerprint,
 };
+use writer::{Job, PreparedCas, PreparedInsert, Reply, Write, Writer};
 
-const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
+pub(super) const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
 /// expires_at_ms (u64 BE) ++ row key -> nothing.
-const EXPIRY: TableDefinition<&[u8], ()> = TableDefinition::new("expiry");
+pub(super) const EXPIRY: TableDefinition<&[u8], ()> = TableDefinition::new("expiry");
 
+/// The embedded store. Reads run on Tokio's blocking pool in their own read
+/// transactions; every write goes through the group-commit writer thread
+/// (`writer.rs`).
 #[derive(Clone)]
 pub struct EmbeddedStore {
-    db: Arc<Database>,
+    inner: Arc<Inner>,
 }
 
-fn internal(e: impl std::fmt::Display) -> StoreError {
+struct Inner {
+    db: Arc<Database>,
+    writer: Option<Writer>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Inner {
+    /// Closes the writer and waits for its last commit, so the file is closed
+    /// (and may be opened again) once the last handle is gone.
+    fn drop(&mut self) {
+        self.writer.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub(super) fn internal(e: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(e.to_string())
 }
 
-fn now_ms() -> u64 {
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -63,15 +88,23 @@ impl EmbeddedStore {
         txn.open_table(ROWS)?;
         txn.open_table(EXPIRY)?;
         txn.commit()?;
-        let store = EmbeddedStore { db: Arc::new(db) };
+        let db = Arc::new(db);
+        let (writer, thread) = Writer::start(db.clone())?;
+        let store = EmbeddedStore {
+            inner: Arc::new(Inner {
+                db,
+                writer: Some(writer),
+                thread: Some(thread),
+            }),
+        };
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let weak = Arc::downgrade(&store.db);
+            let weak = Arc::downgrade(&store.inner);
             handle.spawn(async move {
                 loop {
                     tokio::time::sleep(Duration::from_secs(30)).await;
-                    let Some(db) = weak.upgrade() else { break };
-                    let s = EmbeddedStore { db };
-                    if let Err(e) = tokio::task::spawn_blocking(move || s.sweep_expired()).await {
+                    let Some(inner) = weak.upgrade() else { break };
+                    let s = EmbeddedStore { inner };
+                    if let Err(e) = s.write(Job::Sweep).await {
                         tracing::warn!(error = %e, "expiry sweep failed");
                     }
                 }
@@ -84,43 +117,70 @@ impl EmbeddedStore {
         &self,
         f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = self.db.clone();
+        let db = self.inner.db.clone();
         tokio::task::spawn_blocking(move || f(&db))
             .await
             .map_err(internal)?
     }
 
-    /// Deletes rows whose TTL has passed. Returns how many were removed.
+    async fn write(&self, job: Job) -> Result<Reply, StoreError> {
+        match &self.inner.writer {
+            Some(w) => w.send(job).await,
+            None => Err(StoreError::Unavailable(
+                "the embedded store is closed".into(),
+            )),
+        }
+    }
+
+    /// Deletes rows whose TTL has passed (at most 50,000 per call). Returns
+    /// how many were removed. Blocks: call it outside async code.
     pub fn sweep_expired(&self) -> Result<usize, StoreError> {
-        let now = now_ms();
-        let txn = self.db.begin_write().map_err(internal)?;
-        let mut removed = 0;
-        {
-            let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
-            let mut rows = txn.open_table(ROWS).map_err(internal)?;
-            let end = now.to_be_bytes();
-            let due: Vec<Vec<u8>> = expiry
-                .range::<&[u8]>(..&end[..])
-                .map_err(internal)?
-                .map(|e| e.map(|(k, _)| k.value().to_vec()))
-                .collect::<Result<_, _>>()
-                .map_err(internal)?;
-            for entry in due {
-                expiry.remove(entry.as_slice()).map_err(internal)?;
-                let row_key = &entry[8..];
-                let still_expired = match rows.get(row_key).map_err(internal)? {
-                    Some(v) => expired(v.value(), now),
-                    None => false,
-                };
-                if still_expired {
-                    rows.remove(row_key).map_err(internal)?;
-                    removed += 1;
-                }
+        let Some(w) = &self.inner.writer else {
+            return Err(StoreError::Unavailable(
+                "the embedded store is closed".into(),
+            ));
+        };
+        match w.send_blocking(Job::Sweep)? {
+            Reply::Swept(n) => Ok(n),
+            _ => Err(StoreError::Internal("unexpected writer reply".into())),
+        }
+    }
+}
+
+/// Rewrites the store in `dir` without its free pages (redb's `compact`),
+/// returning the file's size before and after. Needs the store closed: a
+/// running server holds the file's lock, and this fails.
+pub fn compact(dir: &Path) -> anyhow::Result<(u64, u64)> {
+    let path = dir.join("kartei.redb");
+    let before = std::fs::metadata(&path)?.len();
+    let mut db = Database::open(&path)?;
+    while db.compact()? {}
+    drop(db);
+    Ok((before, std::fs::metadata(&path)?.len()))
+}
+
+/// A mutation as the writer thread applies it: keys and value encoded here, in
+/// the caller's task.
+fn prepare(m: &Mutation, now: u64) -> Result<Write, StoreError> {
+    m.validate()?;
+    Ok(match m {
+        Mutation::Upsert { row, ttl } => {
+            let expires = ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
+            Write::Put {
+                key: key::encode(row.table, &row.key()?)?,
+                value: codec::encode(row, expires),
+                expires,
             }
         }
-        txn.commit().map_err(internal)?;
-        Ok(removed)
-    }
+        Mutation::Delete { table, key: k } => {
+            let prefix = key::encode(table, k)?;
+            if k.len() == table.key_len() {
+                Write::Remove { key: prefix }
+            } else {
+                Write::RemovePrefix { prefix }
+            }
+        }
+    })
 }
 
 fn expires_at(value: &[u8]) -> u64 {
@@ -130,29 +190,16 @@ fn expires_at(value: &[u8]) -> u64 {
         .unwrap_or(0)
 }
 
-fn expired(value: &[u8], now: u64) -> bool {
+pub(super) fn expired(value: &[u8], now: u64) -> bool {
     let at = expires_at(value);
     at != 0 && at <= now
 }
 
 fn decode_row(table: &'static Table, value: &[u8]) -> Result<Row, StoreError> {
-    let values: Vec<Option<Value>> = serde_json::from_slice(&value[8..]).map_err(internal)?;
-    if values.len() != table.width() {
-        return Err(StoreError::Internal(format!(
-            "{}: stored row has wrong width",
-            table.name
-        )));
-    }
-    Ok(Row { table, values })
+    codec::decode(table, value)
 }
 
-fn encode_value(row: &Row, expires: u64) -> Vec<u8> {
-    let mut out = expires.to_be_bytes().to_vec();
-    serde_json::to_writer(&mut out, &row.values).expect("values serialise");
-    out
-}
-
-fn read_live<T: ReadableTable<&'static [u8], &'static [u8]>>(
+pub(super) fn read_live<T: ReadableTable<&'static [u8], &'static [u8]>>(
     rows: &T,
     table: &'static Table,
     k: &[u8],
@@ -162,25 +209,6 @@ fn read_live<T: ReadableTable<&'static [u8], &'static [u8]>>(
         Some(v) if !expired(v.value(), now) => Ok(Some(decode_row(table, v.value())?)),
         _ => Ok(None),
     }
-}
-
-fn write_row(
-    rows: &mut redb::Table<&[u8], &[u8]>,
-    expiry: &mut redb::Table<&[u8], ()>,
-    row: &Row,
-    ttl: Option<u32>,
-    now: u64,
-) -> Result<(), StoreError> {
-    let k = key::encode(row.table, &row.key()?)?;
-    let expires = ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
-    rows.insert(k.as_slice(), encode_value(row, expires).as_slice())
-        .map_err(internal)?;
-    if expires != 0 {
-        let mut e = expires.to_be_bytes().to_vec();
-        e.extend_from_slice(&k);
-        expiry.insert(e.as_slice(), ()).map_err(internal)?;
-    }
-    Ok(())
 }
 
 /// The byte range of a slice, before any cursor.
@@ -336,43 +364,12 @@ impl Store for EmbeddedStore {
     }
 
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
-        for m in &batch {
-            m.validate()?;
-        }
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(internal)?;
-            {
-                let mut rows = txn.open_table(ROWS).map_err(internal)?;
-                let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
-                let now = now_ms();
-                for m in &batch {
-                    match m {
-                        Mutation::Upsert { row, ttl } => {
-                            write_row(&mut rows, &mut expiry, row, *ttl, now)?;
-                        }
-                        Mutation::Delete { table, key: k } => {
-                            let prefix = key::encode(table, k)?;
-                            if k.len() == table.key_len() {
-                                rows.remove(prefix.as_slice()).map_err(internal)?;
-                            } else {
-                                let end = key::successor(&prefix);
-                                let hi = match &end {
-                                    Some(e) => RBound::Excluded(e.as_slice()),
-                                    None => RBound::Unbounded,
-                                };
-                                rows.retain_in::<&[u8], _>(
-                                    (RBound::Included(prefix.as_slice()), hi),
-                                    |_, _| false,
-                                )
-                                .map_err(internal)?;
-                            }
-                        }
-                    }
-                }
-            }
-            txn.commit().map_err(internal)
-        })
-        .await
+        let now = now_ms();
+        let writes = batch
+            .iter()
+            .map(|m| prepare(m, now))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.write(Job::Apply(writes)).await.map(|_| ())
     }
 
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
@@ -380,66 +377,51 @@ impl Store for EmbeddedStore {
             return Err(StoreError::Invalid("a TTL must be positive".into()));
         }
         cas.row.validate()?;
-        self.blocking(move |db| {
-            let table = cas.row.table;
-            let k = key::encode(table, &cas.row.key()?)?;
-            let txn = db.begin_write().map_err(internal)?;
-            let outcome = {
-                let mut rows = txn.open_table(ROWS).map_err(internal)?;
-                let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
-                let now = now_ms();
-                let current = read_live(&rows, table, &k, now)?;
-                let next = match (&cas.condition, current) {
-                    (Condition::NotExists, None) => Ok(cas.row.clone()),
-                    (Condition::NotExists, Some(cur)) => Err(Some(cur)),
-                    // As in CQL, a missing row has only nulls: `IF c = null` applies to it.
-                    (Condition::Equals(expected), None)
-                        if expected.iter().any(|(_, v)| v.is_some()) =>
-                    {
-                        Err(None)
-                    }
-                    (Condition::Equals(expected), current) => {
-                        let cur = current.clone().unwrap_or_else(|| {
-                            let mut r = Row::new(table);
-                            r.values[..table.key_len()]
-                                .clone_from_slice(&cas.row.values[..table.key_len()]);
-                            r
-                        });
-                        if expected.iter().all(|(name, v)| cur.get(name) == v.as_ref()) {
-                            let mut next = cur;
-                            for i in table.key_len()..table.width() {
-                                if let Some(v) = &cas.row.values[i] {
-                                    next.values[i] = Some(v.clone());
-                                }
-                            }
-                            Ok(next)
-                        } else {
-                            Err(current)
-                        }
-                    }
+        let key = key::encode(cas.row.table, &cas.row.key()?)?;
+        match self
+            .write(Job::Cas(PreparedCas {
+                key,
+                row: cas.row,
+                condition: cas.condition,
+                ttl: cas.ttl,
+            }))
+            .await?
+        {
+            Reply::Cas(outcome) => Ok(outcome),
+            _ => Err(StoreError::Internal("unexpected writer reply".into())),
+        }
+    }
+
+    async fn insert_new(
+        &self,
+        inserts: Vec<(Row, Vec<Mutation>)>,
+        heal: super::Heal,
+    ) -> Result<Vec<Option<Row>>, StoreError> {
+        let now = now_ms();
+        let prepared = inserts
+            .iter()
+            .map(|(row, with)| {
+                row.validate()?;
+                let put = prepare(&Mutation::upsert(row.clone()), now)?;
+                let Write::Put { key, .. } = &put else {
+                    unreachable!("an upsert prepares a put")
                 };
-                match next {
-                    Ok(row) => {
-                        write_row(&mut rows, &mut expiry, &row, cas.ttl, now)?;
-                        CasOutcome {
-                            applied: true,
-                            current: Some(row),
-                        }
-                    }
-                    Err(current) => CasOutcome {
-                        applied: false,
-                        current,
-                    },
+                let key = key.clone();
+                let mut writes = vec![put];
+                for m in with {
+                    writes.push(prepare(m, now)?);
                 }
-            };
-            if outcome.applied {
-                txn.commit().map_err(internal)?;
-            } else {
-                txn.abort().map_err(internal)?;
-            }
-            Ok(outcome)
-        })
-        .await
+                Ok(PreparedInsert {
+                    key,
+                    row: row.clone(),
+                    writes,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        match self.write(Job::InsertNew(prepared, heal)).await? {
+            Reply::Inserted(found) => Ok(found),
+            _ => Err(StoreError::Internal("unexpected writer reply".into())),
+        }
     }
 
     async fn scan(

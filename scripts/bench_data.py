@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Deterministic input files for the ingest benchmarks (scripts/bench.sh).
+
+    bench_data.py vocabulary N   > vocabulary.ndjson   # 1 portal, 20 categories, N keywords
+    bench_data.py assignments N  > assignments.ndjson  # N machine suggestions over that vocabulary
+    bench_data.py assignments-csv N > objects_keywords.csv  # the same rows as objects_keywords columns, for cqlsh COPY
+
+The assignments use keywords k-00000 .. k-(K-1) with K = 2,000, so the
+vocabulary file must hold at least 2,000 keywords.
+"""
+
+import json
+import sys
+
+PORTAL = "c-bench"
+CHILDREN = [f"c-bench-{i:02}" for i in range(20)]
+KEYWORDS = 2000
+WORDS = ["Burg", "Fluss", "Kirche", "Markt", "Hafen", "Garten", "Brücke", "Schloss",
+         "Mühle", "Turm", "Straße", "Platz", "Dorf", "Wald", "Berg", "See"]
+
+
+def vocabulary(n):
+    out = sys.stdout
+    out.write(json.dumps({"type": "category", "id": PORTAL, "parentId": None,
+                          "label": "Bench-Portal"}) + "\n")
+    for i, c in enumerate(CHILDREN):
+        out.write(json.dumps({"type": "category", "id": c, "parentId": PORTAL,
+                              "label": f"Bereich {i}"}) + "\n")
+    for i in range(n):
+        label = f"{WORDS[i % len(WORDS)]} {WORDS[(i // 16) % len(WORDS)]} {i}"
+        out.write(json.dumps({
+            "type": "keyword", "id": f"k-{i:05}", "label": label,
+            "synonyms": [f"{WORDS[(i + 3) % len(WORDS)]}-{i}"],
+            "categoryIds": [CHILDREN[i % len(CHILDREN)]],
+            "createdAt": "2026-01-01T00:00:00Z",
+        }, ensure_ascii=False) + "\n")
+
+
+def assignment(i):
+    k = (i * 7919) % KEYWORDS
+    return {
+        "portalId": PORTAL,
+        # Spread over the id space, three keywords per object.
+        "ddbId": f"DDB{(i // 3 * 2654435761) % 10_000_000_000:010}",
+        "keywordId": f"k-{k:05}",
+        "childCategoryId": CHILDREN[k % len(CHILDREN)],
+        "confidence": round(((i * 37) % 100) / 100, 2),
+    }
+
+
+def assignments(n):
+    out = sys.stdout
+    for i in range(n):
+        out.write(json.dumps(assignment(i)) + "\n")
+
+
+def assignments_csv(n):
+    # bucket is the service's hash of the ddb id; COPY only needs a valid int.
+    out = sys.stdout
+    for i in range(n):
+        a = assignment(i)
+        out.write(",".join([
+            a["portalId"], str(i % 32), a["ddbId"], a["keywordId"], "bench",
+            "AUTOSUGGESTED", a["childCategoryId"], "MACHINE",
+            "2026-12-03T00:00:00Z", "2026-12-03T00:00:00Z", str(a["confidence"]),
+        ]) + "\n")
+
+
+if __name__ == "__main__":
+    kind, n = sys.argv[1], int(sys.argv[2])
+    {"vocabulary": vocabulary, "assignments": assignments,
+     "assignments-csv": assignments_csv}[kind](n)

@@ -1,0 +1,356 @@
+//! Group commit: one writer thread owns every write transaction of the
+//! embedded store.
+//!
+//! Callers (requests, importers, the expiry sweeper) send their write as a
+//! [`Job`]. The thread takes the first waiting job, then every job that has
+//! arrived meanwhile (up to [`MAX_GROUP_OPS`] row writes), runs them in order
+//! inside one redb write transaction and commits it durably (fsync). Only then
+//! does each caller get its answer. So the commit interval is the time the
+//! previous commit took: under one writer a commit holds one job, under fifty
+//! concurrent writers it holds what they sent while the disk was busy, and the
+//! fsync cost is shared.
+//!
+//! Guarantees, each as before:
+//! - a job is atomic: its writes are all in the committed transaction or none
+//!   are; keys and values are encoded by the caller before the job is sent, so
+//!   inside the transaction only the storage itself can fail, and a storage
+//!   failure aborts the whole group (every caller in it gets the error, nothing
+//!   of it is stored);
+//! - jobs are serialised: each sees the writes of the jobs before it, so a
+//!   compare-and-set decides on the latest state and two concurrent writers
+//!   of one row still get one winner;
+//! - an answer means durable: it is sent after the commit returned.
+
+use std::ops::Bound as RBound;
+use std::sync::Arc;
+
+use redb::{Database, ReadableTable};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{EXPIRY, ROWS, codec, internal, read_live};
+use crate::store::{CasOutcome, Condition, Row, StoreError};
+
+/// Row writes one transaction takes before it commits; the rest wait for the next.
+pub(super) const MAX_GROUP_OPS: usize = 200_000;
+/// Jobs that may wait for the writer before senders wait too.
+pub(super) const QUEUE: usize = 1_024;
+
+/// One row write, encoded by the caller.
+pub(super) enum Write {
+    Put {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        expires: u64,
+    },
+    /// Remove the row with exactly this key.
+    Remove { key: Vec<u8> },
+    /// Remove every row whose key starts with this prefix.
+    RemovePrefix { prefix: Vec<u8> },
+}
+
+pub(super) struct PreparedCas {
+    pub key: Vec<u8>,
+    pub row: Row,
+    pub condition: Condition,
+    pub ttl: Option<u32>,
+}
+
+/// A row to insert unless its key holds a live row, with the writes that go
+/// with it when it is inserted.
+pub(super) struct PreparedInsert {
+    pub key: Vec<u8>,
+    pub row: Row,
+    pub writes: Vec<Write>,
+}
+
+pub(super) enum Job {
+    Apply(Vec<Write>),
+    Cas(PreparedCas),
+    /// Rows to insert if absent; for a row found, the writes its heal makes.
+    InsertNew(Vec<PreparedInsert>, crate::store::Heal),
+    Sweep,
+}
+
+impl Job {
+    fn weight(&self) -> usize {
+        match self {
+            Job::Apply(w) => w.len(),
+            Job::Cas(_) => 1,
+            Job::InsertNew(i, _) => i.iter().map(|i| 1 + i.writes.len()).sum(),
+            Job::Sweep => 1_000,
+        }
+    }
+}
+
+pub(super) enum Reply {
+    Applied,
+    Cas(CasOutcome),
+    Inserted(Vec<Option<Row>>),
+    Swept(usize),
+}
+
+struct Pending {
+    job: Job,
+    reply: oneshot::Sender<Result<Reply, StoreError>>,
+}
+
+/// The sending side; dropping the last one ends the thread.
+#[derive(Clone)]
+pub(super) struct Writer {
+    tx: mpsc::Sender<Pending>,
+}
+
+impl Writer {
+    /// Starts the writer thread over `db`. It ends when every `Writer` is dropped.
+    pub fn start(db: Arc<Database>) -> std::io::Result<(Writer, std::thread::JoinHandle<()>)> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let handle = std::thread::Builder::new()
+            .name("kartei-writer".into())
+            .spawn(move || run(&db, rx))?;
+        Ok((Writer { tx }, handle))
+    }
+
+    pub async fn send(&self, job: Job) -> Result<Reply, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Pending { job, reply })
+            .await
+            .map_err(|_| StoreError::Unavailable("the embedded store is closed".into()))?;
+        answer
+            .await
+            .map_err(|_| StoreError::Internal("the embedded writer stopped".into()))?
+    }
+
+    /// For callers outside a runtime (the expiry sweep in tests).
+    pub fn send_blocking(&self, job: Job) -> Result<Reply, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .blocking_send(Pending { job, reply })
+            .map_err(|_| StoreError::Unavailable("the embedded store is closed".into()))?;
+        answer
+            .blocking_recv()
+            .map_err(|_| StoreError::Internal("the embedded writer stopped".into()))?
+    }
+}
+
+fn run(db: &Database, mut rx: mpsc::Receiver<Pending>) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut ops = first.job.weight();
+        let mut group = vec![first];
+        while ops < MAX_GROUP_OPS {
+            match rx.try_recv() {
+                Ok(p) => {
+                    ops += p.job.weight();
+                    group.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        crate::metrics::embedded_commit(group.len());
+        let jobs: Vec<&Job> = group.iter().map(|p| &p.job).collect();
+        match commit(db, &jobs) {
+            Ok(replies) => {
+                for (p, r) in group.into_iter().zip(replies) {
+                    let _ = p.reply.send(r);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, jobs = group.len(), "embedded commit failed; nothing of it is stored");
+                for p in group {
+                    let _ = p.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Runs `jobs` in one transaction. The outer error aborts them all; an inner
+/// error belongs to one job that wrote nothing.
+fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
+    let txn = db.begin_write().map_err(internal)?;
+    let mut replies = Vec::with_capacity(jobs.len());
+    let mut wrote = false;
+    {
+        let mut rows = txn.open_table(ROWS).map_err(internal)?;
+        let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
+        let now = super::now_ms();
+        for job in jobs {
+            let reply = match job {
+                Job::Apply(writes) => {
+                    for w in writes {
+                        write(&mut rows, &mut expiry, w)?;
+                    }
+                    wrote |= !writes.is_empty();
+                    Ok(Reply::Applied)
+                }
+                Job::Cas(cas) => match decide(&rows, cas, now) {
+                    Err(e) => Err(e),
+                    Ok((Some(next), _)) => {
+                        let expires = cas.ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
+                        let put = Write::Put {
+                            key: cas.key.clone(),
+                            value: codec::encode(&next, expires),
+                            expires,
+                        };
+                        write(&mut rows, &mut expiry, &put)?;
+                        wrote = true;
+                        Ok(Reply::Cas(CasOutcome {
+                            applied: true,
+                            current: Some(next),
+                        }))
+                    }
+                    Ok((None, current)) => Ok(Reply::Cas(CasOutcome {
+                        applied: false,
+                        current,
+                    })),
+                },
+                Job::InsertNew(inserts, heal) => {
+                    let mut out = Vec::with_capacity(inserts.len());
+                    let mut failed = None;
+                    for i in inserts {
+                        match read_live(&rows, i.row.table, &i.key, now) {
+                            Ok(Some(current)) => {
+                                for m in heal(&current) {
+                                    // A heal that does not validate is a bug: fail the group.
+                                    write(&mut rows, &mut expiry, &super::prepare(&m, now)?)?;
+                                    wrote = true;
+                                }
+                                out.push(Some(current));
+                            }
+                            Ok(None) => {
+                                for w in &i.writes {
+                                    write(&mut rows, &mut expiry, w)?;
+                                }
+                                wrote = true;
+                                out.push(None);
+                            }
+                            Err(e) => {
+                                failed = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    match failed {
+                        // A corrupt row half-way: the rows before it are
+                        // written, so the group must not commit them alone.
+                        Some(e) if wrote => return Err(e),
+                        Some(e) => Err(e),
+                        None => Ok(Reply::Inserted(out)),
+                    }
+                }
+                Job::Sweep => {
+                    let removed = sweep(&mut rows, &mut expiry, now)?;
+                    wrote |= removed > 0;
+                    Ok(Reply::Swept(removed))
+                }
+            };
+            replies.push(reply);
+        }
+    }
+    if wrote {
+        txn.commit().map_err(internal)?;
+    } else {
+        txn.abort().map_err(internal)?;
+    }
+    Ok(replies)
+}
+
+fn write(
+    rows: &mut redb::Table<&[u8], &[u8]>,
+    expiry: &mut redb::Table<&[u8], ()>,
+    w: &Write,
+) -> Result<(), StoreError> {
+    match w {
+        Write::Put {
+            key,
+            value,
+            expires,
+        } => {
+            rows.insert(key.as_slice(), value.as_slice())
+                .map_err(internal)?;
+            if *expires != 0 {
+                let mut e = expires.to_be_bytes().to_vec();
+                e.extend_from_slice(key);
+                expiry.insert(e.as_slice(), ()).map_err(internal)?;
+            }
+        }
+        Write::Remove { key } => {
+            rows.remove(key.as_slice()).map_err(internal)?;
+        }
+        Write::RemovePrefix { prefix } => {
+            let end = crate::store::key::successor(prefix);
+            let hi = match &end {
+                Some(e) => RBound::Excluded(e.as_slice()),
+                None => RBound::Unbounded,
+            };
+            rows.retain_in::<&[u8], _>((RBound::Included(prefix.as_slice()), hi), |_, _| false)
+                .map_err(internal)?;
+        }
+    }
+    Ok(())
+}
+
+/// The row a compare-and-set writes (if it applies) and the row as found.
+fn decide(
+    rows: &redb::Table<&[u8], &[u8]>,
+    cas: &PreparedCas,
+    now: u64,
+) -> Result<(Option<Row>, Option<Row>), StoreError> {
+    let table = cas.row.table;
+    let current = read_live(rows, table, &cas.key, now)?;
+    Ok(match (&cas.condition, current) {
+        (Condition::NotExists, None) => (Some(cas.row.clone()), None),
+        (Condition::NotExists, Some(cur)) => (None, Some(cur)),
+        // As in CQL, a missing row has only nulls: `IF c = null` applies to it.
+        (Condition::Equals(expected), None) if expected.iter().any(|(_, v)| v.is_some()) => {
+            (None, None)
+        }
+        (Condition::Equals(expected), current) => {
+            let cur = current.clone().unwrap_or_else(|| {
+                let mut r = Row::new(table);
+                r.values[..table.key_len()].clone_from_slice(&cas.row.values[..table.key_len()]);
+                r
+            });
+            if expected.iter().all(|(name, v)| cur.get(name) == v.as_ref()) {
+                let mut next = cur;
+                for i in table.key_len()..table.width() {
+                    if let Some(v) = &cas.row.values[i] {
+                        next.values[i] = Some(v.clone());
+                    }
+                }
+                (Some(next), current)
+            } else {
+                (None, current)
+            }
+        }
+    })
+}
+
+fn sweep(
+    rows: &mut redb::Table<&[u8], &[u8]>,
+    expiry: &mut redb::Table<&[u8], ()>,
+    now: u64,
+) -> Result<usize, StoreError> {
+    let end = now.to_be_bytes();
+    let due: Vec<Vec<u8>> = expiry
+        .range::<&[u8]>(..&end[..])
+        .map_err(internal)?
+        .take(50_000)
+        .map(|e| e.map(|(k, _)| k.value().to_vec()))
+        .collect::<Result<_, _>>()
+        .map_err(internal)?;
+    let mut removed = 0;
+    for entry in due {
+        expiry.remove(entry.as_slice()).map_err(internal)?;
+        let row_key = &entry[8..];
+        let still_expired = match rows.get(row_key).map_err(internal)? {
+            Some(v) => super::expired(v.value(), now),
+            None => false,
+        };
+        if still_expired {
+            rows.remove(row_key).map_err(internal)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
