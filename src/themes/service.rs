@@ -13,7 +13,7 @@ use crate::store::{Bound, Cursor, DynStore, Listed, Mutation, Row, Slice, Table,
 const MAX_TEXT: usize = 2_000;
 const MAX_LIST: usize = 100;
 /// Keyword batches a bulk upsert keeps in flight.
-pub const BULK_WRITES: usize = 128;
+pub const BULK_WRITES: usize = 1000;
 /// Children of a category are listed in one read of at most this many rows.
 pub const MAX_CHILDREN: usize = 1_000;
 

@@ -78,6 +78,12 @@ impl EmbeddedStore {
 
     /// Opens the store with a page cache of `cache_bytes`.
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> anyhow::Result<Self> {
+        Self::open_with(dir, cache_bytes, true)
+    }
+
+    /// Opens the store; `group_commit` false makes every write its own durable
+    /// transaction, as before group commit (the benchmarks' reference).
+    pub fn open_with(dir: &Path, cache_bytes: usize, group_commit: bool) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         // redb's page cache defaults to 1 GiB; binaries stream through the store,
         // so a bounded cache keeps resident memory flat (the OS caches the file).
@@ -89,7 +95,7 @@ impl EmbeddedStore {
         txn.open_table(EXPIRY)?;
         txn.commit()?;
         let db = Arc::new(db);
-        let (writer, thread) = Writer::start(db.clone())?;
+        let (writer, thread) = Writer::start(db.clone(), group_commit)?;
         let store = EmbeddedStore {
             inner: Arc::new(Inner {
                 db,

@@ -102,11 +102,16 @@ pub(super) struct Writer {
 
 impl Writer {
     /// Starts the writer thread over `db`. It ends when every `Writer` is dropped.
-    pub fn start(db: Arc<Database>) -> std::io::Result<(Writer, std::thread::JoinHandle<()>)> {
+    /// `group` false commits each job alone (the benchmarks' reference).
+    pub fn start(
+        db: Arc<Database>,
+        group: bool,
+    ) -> std::io::Result<(Writer, std::thread::JoinHandle<()>)> {
         let (tx, rx) = mpsc::channel(QUEUE);
+        let max_ops = if group { MAX_GROUP_OPS } else { 0 };
         let handle = std::thread::Builder::new()
             .name("kartei-writer".into())
-            .spawn(move || run(&db, rx))?;
+            .spawn(move || run(&db, rx, max_ops))?;
         Ok((Writer { tx }, handle))
     }
 
@@ -133,11 +138,11 @@ impl Writer {
     }
 }
 
-fn run(db: &Database, mut rx: mpsc::Receiver<Pending>) {
+fn run(db: &Database, mut rx: mpsc::Receiver<Pending>, max_ops: usize) {
     while let Some(first) = rx.blocking_recv() {
         let mut ops = first.job.weight();
         let mut group = vec![first];
-        while ops < MAX_GROUP_OPS {
+        while ops < max_ops {
             match rx.try_recv() {
                 Ok(p) => {
                     ops += p.job.weight();
@@ -174,11 +179,24 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
         let mut rows = txn.open_table(ROWS).map_err(internal)?;
         let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
         let now = super::now_ms();
+        // Puts and removes of consecutive batches wait here and go to the
+        // tree in key order (stable: the later of two writes to one key still
+        // lands last), which keeps B-tree inserts on the same pages. Anything
+        // that reads, or removes a range, writes them out first.
+        let mut buffered: Vec<&Write> = Vec::new();
         for job in jobs {
+            if !matches!(job, Job::Apply(_)) {
+                flush(&mut rows, &mut expiry, &mut buffered)?;
+            }
             let reply = match job {
                 Job::Apply(writes) => {
                     for w in writes {
-                        write(&mut rows, &mut expiry, w)?;
+                        if let Write::RemovePrefix { .. } = w {
+                            flush(&mut rows, &mut expiry, &mut buffered)?;
+                            write(&mut rows, &mut expiry, w)?;
+                        } else {
+                            buffered.push(w);
+                        }
                     }
                     wrote |= !writes.is_empty();
                     Ok(Reply::Applied)
@@ -246,6 +264,7 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
             };
             replies.push(reply);
         }
+        flush(&mut rows, &mut expiry, &mut buffered)?;
     }
     if wrote {
         txn.commit().map_err(internal)?;
@@ -253,6 +272,27 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
         txn.abort().map_err(internal)?;
     }
     Ok(replies)
+}
+
+fn flush(
+    rows: &mut redb::Table<&[u8], &[u8]>,
+    expiry: &mut redb::Table<&[u8], ()>,
+    buffered: &mut Vec<&Write>,
+) -> Result<(), StoreError> {
+    buffered.sort_by(|a, b| a.key().cmp(b.key()));
+    for w in buffered.drain(..) {
+        write(rows, expiry, w)?;
+    }
+    Ok(())
+}
+
+impl Write {
+    fn key(&self) -> &[u8] {
+        match self {
+            Write::Put { key, .. } | Write::Remove { key } => key,
+            Write::RemovePrefix { prefix } => prefix,
+        }
+    }
 }
 
 fn write(

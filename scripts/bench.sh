@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# The benchmark suite: every performance figure the project claims, each
+# beside its reference measured in the same run, as one markdown table.
+#
+#   scripts/bench.sh [embedded|cassandra|all] [--full] [--smoke]
+#
+# embedded   ingest (benches/ingest.rs), curator page over HTTP vs the direct
+#            plan (benches/curator_page.rs), first page at 100k vs 10k rows
+#            (1M with --full; benches/assignments.rs), four derivatives vs
+#            vipsthumbnail (benches/derivatives.rs), resident memory on a
+#            200 MB upload and download (scripts/measure-memory.sh)
+# cassandra  the curator page on a Cassandra node, and import-vocabulary /
+#            import-assignments against `cqlsh COPY FROM` (PyPI cqlsh, in a
+#            venv under target/) loading the same rows into objects_keywords
+#            on the same node. Uses KARTEI_BENCH_CASSANDRA=host:port, else
+#            starts scripts/cassandra.sh's node (and stops it again).
+# --full     the 1M-row figures (long).
+# --smoke    tiny sizes on the debug profile: proves every part still runs
+#            (CI runs `scripts/bench.sh all --smoke`); its figures mean nothing.
+#
+# Default mode `all`, short sizes: about ten minutes on 2 cores after the build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODE=all FULL= SMOKE=
+for a in "$@"; do
+  case "$a" in
+    embedded|cassandra|all) MODE=$a ;;
+    --full) FULL=1 ;;
+    --smoke) SMOKE=1 ;;
+    *) echo "usage: scripts/bench.sh [embedded|cassandra|all] [--full] [--smoke]" >&2; exit 2 ;;
+  esac
+done
+
+WORK=$(mktemp -d)
+ROWS="$WORK/rows"
+: >"$ROWS"
+STARTED_NODE=
+KEYSPACES=()
+cleanup() {
+  if [ -n "${CASS:-}" ] && [ ${#KEYSPACES[@]} -gt 0 ] && [ -x "${VENV:-}/bin/cqlsh" ]; then
+    for k in "${KEYSPACES[@]}"; do
+      "$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "DROP KEYSPACE IF EXISTS $k" >/dev/null 2>&1 || true
+    done
+  fi
+  [ -n "$STARTED_NODE" ] && bash scripts/cassandra.sh stop >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+if [ -n "$SMOKE" ]; then
+  PROFILE=(--profile dev)
+  BIN=target/debug/kartei
+  cargo build --locked -q
+else
+  PROFILE=()
+  BIN=target/release/kartei
+  cargo build --release --locked -q
+fi
+
+# Runs a command, shows its output, keeps its BENCH|... lines for the table.
+run() {
+  "$@" 2>&1 | tee "$WORK/out" | grep -v '^BENCH|' || true
+  grep '^BENCH|' "$WORK/out" >>"$ROWS" || true
+}
+row() { echo "BENCH|$1|$2|$3|$4|$5" >>"$ROWS"; }
+ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'x{a / b:.2f}' if b else 'n/a')" "$1" "$2"; }
+# The rows/s figure of an importer's summary line.
+rate() { grep -o '[0-9.]* rows/s' | tail -1 | cut -d' ' -f1; }
+
+bench_embedded() {
+  echo "== embedded"
+  if [ -n "$SMOKE" ]; then
+    run cargo bench "${PROFILE[@]}" --locked --bench ingest -- --smoke
+    run cargo bench "${PROFILE[@]}" --locked --bench curator_page -- 2000
+    run cargo bench "${PROFILE[@]}" --locked --bench assignments -- 20000
+  else
+    run cargo bench --locked --bench ingest -- ${FULL:+1000000}
+    run cargo bench --locked --bench curator_page
+    run cargo bench --locked --bench assignments -- "$([ -n "$FULL" ] && echo 1000000 || echo 100000)"
+    if ! command -v vipsthumbnail >/dev/null && [ "$(id -u)" = 0 ]; then
+      (apt-get install -y -q libvips-tools >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q libvips-tools >/dev/null)) || true
+    fi
+    run cargo bench --locked --bench derivatives
+    KARTEI_BIN=$BIN bash scripts/measure-memory.sh 2>&1 | tee "$WORK/mem"
+    local up down
+    up=$(grep -o 'upload: .*: +[0-9]* MiB' "$WORK/mem" | grep -o '+[0-9]* MiB' || echo '?')
+    down=$(grep -o 'serve: .*: +[0-9]* MiB' "$WORK/mem" | grep -o '+[0-9]* MiB' || echo '?')
+    row "resident growth, 200 MB upload / download" "$up / $down" "201 MB file" "n/a" "flat in the file size"
+  fi
+}
+
+bench_cassandra() {
+  echo "== cassandra"
+  CASS=${KARTEI_BENCH_CASSANDRA:-}
+  if [ -z "$CASS" ]; then
+    if ! bash scripts/cassandra.sh status >/dev/null 2>&1; then
+      bash scripts/cassandra.sh start
+      STARTED_NODE=1
+    fi
+    CASS=127.0.0.1:9042
+  fi
+  VENV=target/bench-venv
+  if [ ! -x "$VENV/bin/cqlsh" ]; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q cqlsh==6.2.2
+  fi
+  local n=${FULL:+1000000}
+  n=${n:-20000}
+  [ -n "$SMOKE" ] && n=1000
+  local env="bench$RANDOM"
+  KEYSPACES+=("themes_$env" "target_$env" "binaries_$env" "target_${env}copy")
+  # The assignments use 2,000 keywords: the vocabulary has at least those.
+  python3 scripts/bench_data.py vocabulary "$((n > 2000 ? n : 2000))" >"$WORK/v.ndjson"
+  python3 scripts/bench_data.py assignments "$n" >"$WORK/a.ndjson"
+  python3 scripts/bench_data.py assignments-csv "$n" >"$WORK/a.csv"
+  "$BIN" migrate --cassandra "$CASS" --env "$env" >/dev/null
+  local vocab assign again
+  vocab=$("$BIN" import-vocabulary "$WORK/v.ndjson" --cassandra "$CASS" --env "$env" 2>&1 | tee /dev/stderr | rate)
+  assign=$("$BIN" import-assignments "$WORK/a.ndjson" --creator bench --cassandra "$CASS" --env "$env" 2>&1 | tee /dev/stderr | rate)
+  again=$("$BIN" import-assignments "$WORK/a.ndjson" --creator bench --cassandra "$CASS" --env "$env" 2>&1 | tee /dev/stderr | rate)
+  # The reference: cqlsh COPY FROM loading the same rows into objects_keywords
+  # (base table only) of a keyspace of its own on the same node.
+  local cols="top_level_category_id, bucket, ddb_id, keyword_id, creator, status, child_category_id, assignment_type, created_at, modified_at, confidence_value"
+  "$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "CREATE KEYSPACE target_${env}copy WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}; CREATE TABLE target_${env}copy.objects_keywords (top_level_category_id text, bucket int, ddb_id text, keyword_id text, creator text, status text, child_category_id text, assignment_type text, created_at text, modified_at text, confidence_value double, PRIMARY KEY ((top_level_category_id, bucket), ddb_id, keyword_id, creator));"
+  local copy_out copy
+  copy_out=$("$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "COPY target_${env}copy.objects_keywords ($cols) FROM '$WORK/a.csv'" 2>&1 | tee /dev/stderr)
+  copy=$(echo "$copy_out" | python3 -c "
+import re, sys
+m = re.search(r'(\d+) rows imported from \d+ files? in ([\d.]+) seconds', sys.stdin.read())
+print(f'{int(m.group(1)) / float(m.group(2)):.0f}' if m else '0')")
+  row "import-assignments, Cassandra ($n rows; base + 5 query tables)" "$assign rows/s" "$copy rows/s cqlsh COPY (base table only)" "$(ratio "$assign" "$copy")" ">= x1.0"
+  row "import-assignments again (all present), Cassandra" "$again rows/s" "$copy rows/s cqlsh COPY" "$(ratio "$again" "$copy")" "as fast as the first"
+  row "import-vocabulary, Cassandra ($((n > 2000 ? n : 2000)) keywords)" "$vocab rows/s" "$copy rows/s cqlsh COPY (assignment rows)" "$(ratio "$vocab" "$copy")" ">= 5,000 rows/s"
+  if [ -n "$SMOKE" ]; then
+    KARTEI_BENCH_CASSANDRA=$CASS run cargo bench "${PROFILE[@]}" --locked --bench curator_page -- 2000
+  else
+    KARTEI_BENCH_CASSANDRA=$CASS run cargo bench --locked --bench curator_page
+  fi
+}
+
+case "$MODE" in
+  embedded) bench_embedded ;;
+  cassandra) bench_cassandra ;;
+  all) bench_embedded; bench_cassandra ;;
+esac
+
+echo
+echo "Benchmarks, $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)${SMOKE:+ (smoke run: sizes too small to mean anything)}:"
+echo
+echo "| figure | ours | reference | ratio | goal |"
+echo "|---|---:|---:|---:|---|"
+# Each curator-page run prints one row per engine; keep them all.
+while IFS='|' read -r _ figure ours reference ratio goal; do
+  echo "| $figure | $ours | $reference | $ratio | $goal |"
+done <"$ROWS"
