@@ -121,20 +121,7 @@ async fn one_by_one(store: &DynStore, vocabulary: &Path, assignments: &Path) -> 
     let vocab_rate = (n + 21) as f64 / started.elapsed().as_secs_f64();
 
     let service = Assignments::new(store.clone());
-    let lines: Vec<SuggestInput> = std::fs::read_to_string(assignments)
-        .unwrap()
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            SuggestInput {
-                portal_id: v["portalId"].as_str().unwrap().into(),
-                ddb_id: v["ddbId"].as_str().unwrap().into(),
-                keyword_id: v["keywordId"].as_str().unwrap().into(),
-                child_category_id: v["childCategoryId"].as_str().unwrap().into(),
-                confidence: v["confidence"].as_f64(),
-            }
-        })
-        .collect();
+    let lines = suggestions(assignments, usize::MAX);
     let n = lines.len();
     let who = Suggester::machine("bench");
     let started = Instant::now();
@@ -146,13 +133,12 @@ async fn one_by_one(store: &DynStore, vocabulary: &Path, assignments: &Path) -> 
     (vocab_rate, n as f64 / started.elapsed().as_secs_f64())
 }
 
-/// 50 tasks, each suggesting `each` assignments one after the other.
-async fn fifty_writers(store: &DynStore, assignments: &Path, each: usize) -> f64 {
-    let service = Assignments::new(store.clone());
-    let lines: Vec<SuggestInput> = std::fs::read_to_string(assignments)
+/// The first `n` lines of an assignments file.
+fn suggestions(file: &Path, n: usize) -> Vec<SuggestInput> {
+    std::fs::read_to_string(file)
         .unwrap()
         .lines()
-        .take(50 * each)
+        .take(n)
         .map(|l| {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             SuggestInput {
@@ -163,7 +149,13 @@ async fn fifty_writers(store: &DynStore, assignments: &Path, each: usize) -> f64
                 confidence: v["confidence"].as_f64(),
             }
         })
-        .collect();
+        .collect()
+}
+
+/// 50 tasks, each suggesting `each` assignments one after the other.
+async fn fifty_writers(store: &DynStore, assignments: &Path, each: usize) -> f64 {
+    let service = Assignments::new(store.clone());
+    let lines = suggestions(assignments, 50 * each);
     let started = Instant::now();
     let mut tasks = Vec::new();
     for chunk in lines.chunks(each) {
