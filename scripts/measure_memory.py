@@ -112,7 +112,7 @@ def main():
     print(f"upload: resident {start/1024:.0f} MiB before, peak {p.peak/1024:.0f} MiB: +{(p.peak-start)/1024:.0f} MiB for a {mb:.0f} MB file")
     with Peak(pid) as p:
         for _ in range(1200):
-            with urllib.request.urlopen(f"{base}/graphql", data=json.dumps({"query": f'{{ binary(referenceId: "{ref}") {{ status }} }}'}).encode(), timeout=30) as r:
+            with urllib.request.urlopen(urllib.request.Request(f"{base}/graphql", data=json.dumps({"query": f'{{ binary(referenceId: "{ref}") {{ status }} }}'}).encode(), headers={"Content-Type": "application/json"}), timeout=30) as r:
                 status = json.load(r)["data"]["binary"]["status"]
             if status != "PROCESSING":
                 break

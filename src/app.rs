@@ -19,16 +19,28 @@ use crate::binaries::imaging::ImagingLimits;
 use crate::binaries::service::{Binaries, BinaryConfig};
 use crate::config::{BinaryArgs, EdgeArgs, Limits};
 use crate::store::DynStore;
+use crate::suggestions::graphql::{SuggestionsMutation, SuggestionsQuery};
+use crate::suggestions::service::Suggestions;
 use crate::themes::graphql::{ThemesMutation, ThemesQuery};
 use crate::themes::service::Themes;
 
 // Every domain's root query fields (a doc comment would become a schema description).
 #[derive(MergedObject, Default)]
-pub struct Query(ThemesQuery, AssignmentsQuery, BinariesQuery);
+pub struct Query(
+    ThemesQuery,
+    AssignmentsQuery,
+    BinariesQuery,
+    SuggestionsQuery,
+);
 
 // Every domain's mutations.
 #[derive(MergedObject, Default)]
-pub struct Mutation(ThemesMutation, AssignmentsMutation, BinariesMutation);
+pub struct Mutation(
+    ThemesMutation,
+    AssignmentsMutation,
+    BinariesMutation,
+    SuggestionsMutation,
+);
 
 pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
 
@@ -37,13 +49,18 @@ pub struct Services {
     pub themes: Themes,
     pub assignments: Assignments,
     pub binaries: Binaries,
+    pub suggestions: Suggestions,
 }
 
 /// The schema over `services` (none: only to print the SDL).
 pub fn schema(services: Option<Services>, limits: &Limits) -> KarteiSchema {
     let mut b = crate::graphql::bounded(Query::default(), Mutation::default(), limits);
     if let Some(s) = services {
-        b = b.data(s.themes).data(s.assignments).data(s.binaries);
+        b = b
+            .data(s.themes)
+            .data(s.assignments)
+            .data(s.binaries)
+            .data(s.suggestions);
     }
     b.finish()
 }
@@ -65,6 +82,7 @@ pub struct App {
     pub store: DynStore,
     pub themes: Themes,
     pub binaries: Binaries,
+    pub suggestions: Suggestions,
     pub limits: Limits,
     pub edge: EdgeArgs,
 }
@@ -79,11 +97,13 @@ impl App {
         binaries: Binaries,
     ) -> Arc<Self> {
         let themes = Themes::new(store.clone());
+        let suggestions = Suggestions::new(store.clone());
         let schema = schema(
             Some(Services {
                 themes: themes.clone(),
                 assignments: Assignments::new(store.clone()),
                 binaries: binaries.clone(),
+                suggestions: suggestions.clone(),
             }),
             &limits,
         );
@@ -93,9 +113,16 @@ impl App {
             store,
             themes,
             binaries,
+            suggestions,
             limits,
             edge,
         })
+    }
+}
+
+impl FromRef<Arc<App>> for Suggestions {
+    fn from_ref(app: &Arc<App>) -> Self {
+        app.suggestions.clone()
     }
 }
 

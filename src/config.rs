@@ -31,6 +31,11 @@ pub enum Command {
     ImportVocabulary(ImportArgs),
     /// Import machine suggestions (assignments) from an NDJSON file, as the machine role.
     ImportAssignments(ImportAssignmentsArgs),
+    /// Import one dataset of image suggestions for a wiki (NDJSON, gzip or not; `-` is stdin).
+    ImportSuggestions(ImportSuggestionsArgs),
+    /// The image-suggestion datasets of a wiki: list, rollback, purge.
+    #[command(subcommand)]
+    Suggestions(SuggestionsCommand),
     /// Compare the assignment query tables with objects_keywords and rebuild what differs.
     RepairViews(RepairArgs),
     /// Remove originals (with chunks, derivatives and URLs) that no reference points to.
@@ -321,6 +326,61 @@ pub struct ImportAssignmentsArgs {
     /// How many chunks of 1,000 lines are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportSuggestionsArgs {
+    /// The NDJSON file (gzip is recognised by its magic bytes), or `-` for stdin.
+    pub file: PathBuf,
+    /// The wiki the dataset is for (e.g. `dewiki`).
+    #[arg(long, env = "KARTEI_WIKI")]
+    pub wiki: String,
+    /// More bad lines than this and the dataset is not published.
+    #[arg(long, default_value_t = 0)]
+    pub max_errors: usize,
+    /// Complete datasets kept before the new one, for rollbacks; older ones are purged.
+    #[arg(long, default_value_t = 1)]
+    pub keep: usize,
+    /// How many chunks of 1,000 lines are written at once.
+    #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: usize,
+    /// An earlier import without a heartbeat for this many seconds is dead (and purged).
+    #[arg(long, default_value_t = crate::suggestions::service::DEAD_AFTER_SECS)]
+    pub dead_after: i64,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum SuggestionsCommand {
+    /// Print the registry of a wiki's datasets, newest first.
+    List(WikiArgs),
+    /// Make the newest complete dataset before the current one current again.
+    Rollback(WikiArgs),
+    /// Remove dead or failed imports and complete datasets beyond --keep.
+    Purge(PurgeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WikiArgs {
+    #[arg(long, env = "KARTEI_WIKI")]
+    pub wiki: String,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct PurgeArgs {
+    #[arg(long, env = "KARTEI_WIKI")]
+    pub wiki: String,
+    /// Complete datasets kept before the current one.
+    #[arg(long, default_value_t = 1)]
+    pub keep: usize,
+    /// An import without a heartbeat for this many seconds is dead (and purged).
+    #[arg(long, default_value_t = crate::suggestions::service::DEAD_AFTER_SECS)]
+    pub dead_after: i64,
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 #[derive(Args, Debug, Clone)]

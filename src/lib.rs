@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod ndjson;
 pub mod progress;
 pub mod store;
+pub mod suggestions;
 pub mod themes;
 
 /// The cluster schema, one file per keyspace (the source of truth for `migrate`).
@@ -23,6 +24,10 @@ pub const CQL_FILES: &[(&str, &str)] = &[
     ("cql/themes.cql", include_str!("../cql/themes.cql")),
     ("cql/target.cql", include_str!("../cql/target.cql")),
     ("cql/binaries.cql", include_str!("../cql/binaries.cql")),
+    (
+        "cql/suggestions.cql",
+        include_str!("../cql/suggestions.cql"),
+    ),
 ];
 
 /// The demo vocabulary loaded by `serve --demo`.
@@ -34,5 +39,6 @@ pub fn tables() -> Vec<&'static store::Table> {
     all.extend(assignments::model::RELEASE_TABLES);
     all.extend(assignments::model::TARGET_TABLES);
     all.extend(binaries::model::TABLES);
+    all.extend(suggestions::model::TABLES);
     all
 }

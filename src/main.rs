@@ -6,8 +6,9 @@ use clap::Parser;
 use kartei::assignments::{self, service::Assignments};
 use kartei::auth::Auth;
 use kartei::config::{
-    BinaryArgs, Cli, Command, CompactArgs, GcArgs, ImportArgs, ImportAssignmentsArgs, RecheckArgs,
-    RepairArgs, ServeArgs, StoreArgs, StoreConfig, TokenArgs,
+    BinaryArgs, Cli, Command, CompactArgs, GcArgs, ImportArgs, ImportAssignmentsArgs,
+    ImportSuggestionsArgs, RecheckArgs, RepairArgs, ServeArgs, StoreArgs, StoreConfig,
+    SuggestionsCommand, TokenArgs,
 };
 use kartei::store::{DynStore, cql::CqlStore};
 use kartei::themes::{import, service::Themes};
@@ -89,6 +90,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::GcBinaries(args) => gc_binaries(args).await,
         Command::RecheckBinaries(args) => recheck_binaries(args).await,
         Command::Compact(args) => compact(args),
+        Command::ImportSuggestions(args) => import_suggestions(args).await,
+        Command::Suggestions(cmd) => suggestions(cmd).await,
         Command::Token(args) => token(args),
         Command::Schema => {
             print!("{}", kartei::app::sdl());
@@ -131,6 +134,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         std::time::Duration::from_secs(2),
         std::time::Duration::from_secs(300),
     );
+    {
+        // The current-dataset age of every wiki, for /metrics.
+        let s = kartei::suggestions::service::Suggestions::new(store.clone());
+        tokio::spawn(async move {
+            loop {
+                if let Err(e) = s.refresh_metrics().await {
+                    tracing::warn!(error = %e.message(), "suggestion metrics not refreshed");
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+            }
+        });
+    }
     let connections = kartei::http::ConnectionLimits::from_limits(&args.limits);
     let app = kartei::app::App::new(
         store,
@@ -280,6 +295,105 @@ async fn recheck_binaries(args: RecheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+async fn import_suggestions(args: ImportSuggestionsArgs) -> anyhow::Result<ExitCode> {
+    use kartei::suggestions::import::{ImportOptions, import};
+    let (input, size, source): (Box<dyn std::io::Read + Send>, usize, String) =
+        if args.file.as_os_str() == "-" {
+            (Box::new(std::io::stdin()), 0, "stdin".into())
+        } else {
+            let file = std::fs::File::open(&args.file)
+                .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
+            let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
+            let name = args
+                .file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (Box::new(file), size, name)
+        };
+    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let service =
+        kartei::suggestions::service::Suggestions::new(store).with_dead_after(args.dead_after);
+    let who = kartei::auth::Principal::local("import-suggestions", &[kartei::auth::Role::Machine]);
+    let report = import(
+        &service,
+        &who,
+        input,
+        ImportOptions {
+            wiki: args.wiki.clone(),
+            source: Some(source),
+            max_errors: args.max_errors,
+            keep: args.keep,
+            concurrency: args.concurrency,
+            size,
+        },
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!(e.message()))?;
+    for (line, msg) in report.errors.iter().take(1_000) {
+        eprintln!("{}:{line}: {msg}", args.file.display());
+    }
+    if report.errors.len() > 1_000 {
+        eprintln!("... and {} more bad lines", report.errors.len() - 1_000);
+    }
+    eprintln!("{}", report.summary());
+    Ok(if report.published {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn suggestions(cmd: SuggestionsCommand) -> anyhow::Result<ExitCode> {
+    let admin = kartei::auth::Principal::local("suggestions", &[kartei::auth::Role::Admin]);
+    let store_args = match &cmd {
+        SuggestionsCommand::List(a) | SuggestionsCommand::Rollback(a) => &a.store,
+        SuggestionsCommand::Purge(a) => &a.store,
+    };
+    let store: DynStore = kartei::store::open(&StoreConfig::from(store_args)).await?;
+    let dead_after = match &cmd {
+        SuggestionsCommand::Purge(a) => a.dead_after,
+        _ => kartei::suggestions::service::DEAD_AFTER_SECS,
+    };
+    let service = kartei::suggestions::service::Suggestions::new(store).with_dead_after(dead_after);
+    let fail = |e: kartei::error::ApiError| anyhow::anyhow!(e.message());
+    match cmd {
+        SuggestionsCommand::List(a) => {
+            let current = service.current(&a.wiki).await.map_err(fail)?;
+            println!("dataset\tstate\trows\tbad lines\tstarted\tfinished\tsource");
+            for d in service.datasets(&a.wiki).await.map_err(fail)? {
+                let mark = if current.as_deref() == Some(d.id.as_str()) {
+                    " (current)"
+                } else {
+                    ""
+                };
+                println!(
+                    "{}{mark}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    d.id,
+                    d.state.as_str(),
+                    d.rows,
+                    d.bad_lines,
+                    d.started,
+                    d.finished.unwrap_or_default(),
+                    d.source.unwrap_or_default()
+                );
+            }
+        }
+        SuggestionsCommand::Rollback(a) => {
+            let d = service.rollback(&admin, &a.wiki).await.map_err(fail)?;
+            println!(
+                "{}: current dataset is now {} (started {})",
+                a.wiki, d.id, d.started
+            );
+        }
+        SuggestionsCommand::Purge(a) => {
+            let purged = service.purge(&admin, &a.wiki, a.keep).await.map_err(fail)?;
+            println!("{}: {} datasets purged {:?}", a.wiki, purged.len(), purged);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn compact(args: CompactArgs) -> anyhow::Result<ExitCode> {

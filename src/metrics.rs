@@ -40,6 +40,16 @@ struct Metrics {
     cql_requests: Counter,
     commits: Counter,
     committed_jobs: Counter,
+    suggestion_rows: Counter,
+    suggestion_bad_lines: Counter,
+    suggestion_switches: Family<WikiLabels, Counter>,
+    suggestion_age: Family<WikiLabels, prometheus_client::metrics::gauge::Gauge>,
+    suggestion_feedback: Counter,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WikiLabels {
+    wiki: String,
 }
 
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
@@ -94,8 +104,43 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Write calls (batches, compare-and-sets) those transactions held",
         committed_jobs.clone(),
     );
+    let suggestion_rows = Counter::default();
+    registry.register(
+        "kartei_suggestions_rows_imported",
+        "Image-suggestion rows imported",
+        suggestion_rows.clone(),
+    );
+    let suggestion_bad_lines = Counter::default();
+    registry.register(
+        "kartei_suggestions_bad_lines",
+        "Bad lines in image-suggestion imports",
+        suggestion_bad_lines.clone(),
+    );
+    let suggestion_switches = Family::<WikiLabels, Counter>::default();
+    registry.register(
+        "kartei_suggestions_dataset_switches",
+        "Current-dataset switches (publish or rollback) by wiki",
+        suggestion_switches.clone(),
+    );
+    let suggestion_age = Family::<WikiLabels, prometheus_client::metrics::gauge::Gauge>::default();
+    registry.register(
+        "kartei_suggestions_current_dataset_age_seconds",
+        "Seconds since each wiki's current dataset became current (refreshed every minute)",
+        suggestion_age.clone(),
+    );
+    let suggestion_feedback = Counter::default();
+    registry.register(
+        "kartei_suggestions_feedback",
+        "Feedback recorded on image suggestions",
+        suggestion_feedback.clone(),
+    );
     Metrics {
         registry,
+        suggestion_rows,
+        suggestion_bad_lines,
+        suggestion_switches,
+        suggestion_age,
+        suggestion_feedback,
         commits,
         committed_jobs,
         http,
@@ -134,6 +179,35 @@ pub fn store_request() {
 pub fn embedded_commit(jobs: usize) {
     METRICS.commits.inc();
     METRICS.committed_jobs.inc_by(jobs as u64);
+}
+
+/// An image-suggestion import wrote `rows` and skipped `bad` lines.
+pub fn suggestions_imported(rows: usize, bad: usize) {
+    METRICS.suggestion_rows.inc_by(rows as u64);
+    METRICS.suggestion_bad_lines.inc_by(bad as u64);
+}
+
+/// A wiki's current dataset changed.
+pub fn suggestion_switch(wiki: &str) {
+    let labels = WikiLabels {
+        wiki: wiki.to_owned(),
+    };
+    METRICS.suggestion_switches.get_or_create(&labels).inc();
+    METRICS.suggestion_age.get_or_create(&labels).set(0);
+}
+
+/// How old a wiki's current dataset is.
+pub fn suggestion_dataset_age(wiki: &str, seconds: i64) {
+    METRICS
+        .suggestion_age
+        .get_or_create(&WikiLabels {
+            wiki: wiki.to_owned(),
+        })
+        .set(seconds);
+}
+
+pub fn suggestion_feedback() {
+    METRICS.suggestion_feedback.inc();
 }
 
 /// Store calls so far.

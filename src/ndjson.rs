@@ -28,6 +28,21 @@ pub fn lines<R: BufRead>(input: R) -> Lines<R> {
     }
 }
 
+/// The lines of `input` until a read fails; the failure lands in `error`
+/// (an importer reports it and imports what was read).
+pub fn lines_until_error<'a, R: BufRead + 'a>(
+    input: R,
+    error: &'a mut Option<io::Error>,
+) -> impl Iterator<Item = Line> + 'a {
+    lines(input).map_while(move |l| match l {
+        Ok(l) => Some(l),
+        Err(e) => {
+            *error = Some(e);
+            None
+        }
+    })
+}
+
 pub struct Lines<R> {
     input: R,
     number: usize,

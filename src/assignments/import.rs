@@ -72,13 +72,7 @@ pub async fn import(
     }
     let progress = Progress::start(size.max(1));
     let mut read_error = None;
-    let lines = crate::ndjson::lines(input).map_while(|l| match l {
-        Ok(l) => Some(l),
-        Err(e) => {
-            read_error = Some(e);
-            None
-        }
-    });
+    let lines = crate::ndjson::lines_until_error(input, &mut read_error);
     // Parsed in this task, in chunks: (line number, input) or (line number, reason).
     let chunks = Chunks {
         lines,

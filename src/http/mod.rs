@@ -41,7 +41,8 @@ pub fn router(state: Arc<App>) -> Router {
         .merge(crate::binaries::http::routes(
             body_limit as u64,
             state.binaries.config().max_bytes,
-        ));
+        ))
+        .merge(crate::suggestions::http::routes());
     let api = match cors(&state.edge) {
         Some(layer) => api.layer(layer),
         None => api,

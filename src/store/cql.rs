@@ -168,6 +168,11 @@ impl CqlStore {
         })
     }
 
+    /// The environment name (keyspaces are `<family>_<env>`).
+    pub fn env(&self) -> &str {
+        &self.env
+    }
+
     fn name(&self, table: &Table) -> String {
         format!("{}_{}.{}", table.keyspace.prefix(), self.env, table.name)
     }
@@ -565,6 +570,13 @@ impl Store for CqlStore {
         };
         self.batch(kind, None, &batch).await?;
         Ok(())
+    }
+
+    async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        for m in &batch {
+            m.validate()?;
+        }
+        self.write_grouped(batch, write_time_now()).await
     }
 
     async fn insert_new(

@@ -248,6 +248,22 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<Option<Row>>, StoreError>;
     /// A slice of one partition.
     async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError>;
+    /// Slices of many partitions, in the order given, as concurrent
+    /// single-partition reads (one round-trip wave; no `IN` over partition keys).
+    async fn slice_many(
+        &self,
+        table: &'static Table,
+        slices: &[Slice],
+    ) -> Result<Vec<Page>, StoreError> {
+        futures::future::try_join_all(slices.iter().map(|s| self.slice(table, s))).await
+    }
+    /// Writes that need not be atomic together (rows of a dataset nobody reads
+    /// yet, deletes of one nobody reads any more): on Cassandra unlogged
+    /// batches of one partition each, many in flight; on the embedded store
+    /// one transaction. Each partition's writes are atomic; the whole is not.
+    async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        self.apply(batch).await
+    }
     /// An atomic batch of writes: all apply or none.
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError>;
     /// A serialisable compare-and-set on one row.
@@ -330,6 +346,16 @@ impl Store for DynStore {
     }
     async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError> {
         self.as_ref().slice(table, slice).await
+    }
+    async fn slice_many(
+        &self,
+        table: &'static Table,
+        slices: &[Slice],
+    ) -> Result<Vec<Page>, StoreError> {
+        self.as_ref().slice_many(table, slices).await
+    }
+    async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        self.as_ref().write_bulk(batch).await
     }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.as_ref().apply(batch).await
@@ -416,6 +442,19 @@ impl<S: Store> Store for Counted<S> {
         self.count("slice", table.name);
         let page = self.engine.slice(table, slice).await?;
         Ok(self.read(page.rows.len(), page))
+    }
+    async fn slice_many(
+        &self,
+        table: &'static Table,
+        slices: &[Slice],
+    ) -> Result<Vec<Page>, StoreError> {
+        self.count("slice_many", table.name);
+        let pages = self.engine.slice_many(table, slices).await?;
+        Ok(self.read(pages.iter().map(|p| p.rows.len()).sum(), pages))
+    }
+    async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        self.count("write_bulk", "batch");
+        self.engine.write_bulk(batch).await
     }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.count("apply", "batch");

@@ -9,4 +9,5 @@ mod cli;
 mod engine;
 mod hostile;
 mod http;
+mod suggestions;
 mod themes;

@@ -1,0 +1,275 @@
+//! GraphQL types and root fields of the image-suggestions domain.
+
+use async_graphql::{Context, Object, Result, SimpleObject};
+
+use super::model::{Dataset, DatasetState, Feedback};
+use super::service::{FeedbackInput, MAX_PAGES, ReadOptions, Reviewed, Suggestions, uuid_time};
+use crate::auth::Principal;
+use crate::error::ApiError;
+
+fn service<'a>(ctx: &Context<'a>) -> &'a Suggestions {
+    ctx.data_unchecked::<Suggestions>()
+}
+
+fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
+    ctx.data_unchecked::<Principal>()
+}
+
+/// An editor's verdict on one image for one page.
+#[derive(SimpleObject)]
+pub struct SuggestionFeedback {
+    wiki: String,
+    page_id: i32,
+    filename: String,
+    /// A time-based UUID (version 1).
+    id: String,
+    /// When it was recorded (RFC 3339, from the id).
+    time: Option<String>,
+    origin_wiki: Option<String>,
+    /// The token subject who gave it.
+    user: String,
+    accepted: bool,
+    rejected: bool,
+    rejection_reasons: Vec<String>,
+}
+
+impl From<Feedback> for SuggestionFeedback {
+    fn from(f: Feedback) -> Self {
+        SuggestionFeedback {
+            time: uuid_time(&f.id),
+            wiki: f.wiki,
+            page_id: f.page_id,
+            filename: f.filename,
+            id: f.id,
+            origin_wiki: f.origin_wiki,
+            user: f.user_name,
+            accepted: f.is_accepted,
+            rejected: f.is_rejected,
+            rejection_reasons: f.rejection_reasons,
+        }
+    }
+}
+
+/// An image suggested for an encyclopedia page by one dataset.
+pub struct ImageSuggestion(Reviewed);
+
+#[Object]
+impl ImageSuggestion {
+    async fn wiki(&self) -> &str {
+        &self.0.suggestion.wiki
+    }
+    async fn page_id(&self) -> i32 {
+        self.0.suggestion.page_id
+    }
+    /// The file name of the image.
+    async fn image(&self) -> &str {
+        &self.0.suggestion.image
+    }
+    /// The wiki the image lives on.
+    async fn origin_wiki(&self) -> &str {
+        &self.0.suggestion.origin_wiki
+    }
+    /// 0 to 1.
+    async fn confidence(&self) -> f64 {
+        self.0.suggestion.confidence
+    }
+    /// Wikis whose page on the same item shows the image.
+    async fn found_on(&self) -> &[String] {
+        &self.0.suggestion.found_on
+    }
+    async fn kind(&self) -> &[String] {
+        &self.0.suggestion.kind
+    }
+    async fn page_rev(&self) -> Option<i32> {
+        self.0.suggestion.page_rev
+    }
+    async fn section_heading(&self) -> Option<&str> {
+        self.0.suggestion.section_heading.as_deref()
+    }
+    async fn section_index(&self) -> Option<i32> {
+        self.0.suggestion.section_index
+    }
+    async fn page_qid(&self) -> Option<&str> {
+        self.0.suggestion.page_qid.as_deref()
+    }
+    /// The dataset (one import; a time-based UUID).
+    async fn dataset_id(&self) -> &str {
+        &self.0.suggestion.id
+    }
+    /// When the dataset was started (RFC 3339, from its id).
+    async fn dataset_time(&self) -> Option<String> {
+        uuid_time(&self.0.suggestion.id)
+    }
+    /// Feedback on this image for this page (only with `includeReviewed`).
+    async fn feedback(&self) -> Vec<SuggestionFeedback> {
+        self.0.feedback.iter().cloned().map(Into::into).collect()
+    }
+}
+
+/// The suggestions of one page.
+#[derive(SimpleObject)]
+pub struct PageSuggestions {
+    page_id: i32,
+    suggestions: Vec<ImageSuggestion>,
+}
+
+/// One import of a wiki's suggestions.
+#[derive(SimpleObject)]
+pub struct SuggestionDataset {
+    id: String,
+    state: DatasetState,
+    /// Rows imported.
+    rows: f64,
+    bad_lines: f64,
+    started: String,
+    finished: Option<String>,
+    source: Option<String>,
+    /// Whether readers see this one now.
+    current: bool,
+}
+
+fn dataset(d: Dataset, current: Option<&str>) -> SuggestionDataset {
+    SuggestionDataset {
+        current: current == Some(d.id.as_str()),
+        id: d.id,
+        state: d.state,
+        rows: d.rows as f64,
+        bad_lines: d.bad_lines as f64,
+        started: d.started,
+        finished: d.finished,
+        source: d.source,
+    }
+}
+
+fn wrap(v: Vec<Reviewed>) -> Vec<ImageSuggestion> {
+    v.into_iter().map(ImageSuggestion).collect()
+}
+
+#[derive(Default)]
+pub struct SuggestionsQuery;
+
+#[Object]
+impl SuggestionsQuery {
+    /// A page's image suggestions in the wiki's current dataset, by page id
+    /// or by title (exactly one), highest confidence first. Images that have
+    /// feedback for the page are left out unless `includeReviewed`.
+    #[graphql(complexity = "50 * child_complexity + 1")]
+    async fn image_suggestions(
+        &self,
+        ctx: &Context<'_>,
+        wiki: String,
+        page_id: Option<i32>,
+        title: Option<String>,
+        min_confidence: Option<f64>,
+        include_reviewed: Option<bool>,
+    ) -> Result<Vec<ImageSuggestion>> {
+        let s = service(ctx);
+        let opts = ReadOptions {
+            min_confidence,
+            include_reviewed: include_reviewed.unwrap_or(false),
+        };
+        let page = match (page_id, title) {
+            (Some(p), None) => p,
+            (None, Some(t)) => match s.title(&wiki, &t).await? {
+                Some((p, _)) => p,
+                None => return Ok(Vec::new()),
+            },
+            _ => {
+                return Err(ApiError::bad_input("give exactly one of pageId and title").into());
+            }
+        };
+        Ok(wrap(s.page(&wiki, page, opts).await?))
+    }
+
+    /// The suggestions of up to 100 pages at once (concurrent single-page
+    /// reads: one wave for the pages' feedback, one for their suggestions).
+    #[graphql(complexity = "page_ids.len() * 50 * child_complexity + 1")]
+    async fn image_suggestions_for_pages(
+        &self,
+        ctx: &Context<'_>,
+        wiki: String,
+        page_ids: Vec<i32>,
+        min_confidence: Option<f64>,
+    ) -> Result<Vec<PageSuggestions>> {
+        if page_ids.len() > MAX_PAGES {
+            return Err(ApiError::bad_input(format!("at most {MAX_PAGES} pages")).into());
+        }
+        let pages = service(ctx)
+            .pages(
+                &wiki,
+                &page_ids,
+                ReadOptions {
+                    min_confidence,
+                    include_reviewed: false,
+                },
+            )
+            .await?;
+        Ok(page_ids
+            .into_iter()
+            .zip(pages)
+            .map(|(page_id, s)| PageSuggestions {
+                page_id,
+                suggestions: wrap(s),
+            })
+            .collect())
+    }
+
+    /// Pages of the current dataset that still have unreviewed suggestions,
+    /// sampled at random (for editors' task feeds); `count` at most 50.
+    async fn random_pages_with_suggestions(
+        &self,
+        ctx: &Context<'_>,
+        wiki: String,
+        count: Option<i32>,
+    ) -> Result<Vec<i32>> {
+        let count = usize::try_from(count.unwrap_or(10)).unwrap_or(0);
+        Ok(service(ctx).random_pages(&wiki, count).await?)
+    }
+
+    /// The wiki's datasets, newest first.
+    async fn suggestion_datasets(
+        &self,
+        ctx: &Context<'_>,
+        wiki: String,
+    ) -> Result<Vec<SuggestionDataset>> {
+        let s = service(ctx);
+        let (all, current) = futures::try_join!(s.datasets(&wiki), s.current(&wiki))?;
+        Ok(all
+            .into_iter()
+            .map(|d| dataset(d, current.as_deref()))
+            .collect())
+    }
+}
+
+#[derive(Default)]
+pub struct SuggestionsMutation;
+
+#[Object]
+impl SuggestionsMutation {
+    /// Accepts or rejects an image for a page (editor or contributor; the user
+    /// is the token's subject). From then on the image is not suggested for
+    /// the page again, in this dataset and the next ones.
+    async fn record_suggestion_feedback(
+        &self,
+        ctx: &Context<'_>,
+        wiki: String,
+        page_id: i32,
+        filename: String,
+        accepted: bool,
+        rejection_reasons: Option<Vec<String>>,
+    ) -> Result<SuggestionFeedback> {
+        let f = service(ctx)
+            .record_feedback(
+                caller(ctx),
+                FeedbackInput {
+                    wiki,
+                    page_id,
+                    filename,
+                    accepted,
+                    rejection_reasons: rejection_reasons.unwrap_or_default(),
+                },
+            )
+            .await?;
+        Ok(f.into())
+    }
+}

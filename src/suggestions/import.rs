@@ -1,0 +1,409 @@
+//! `kartei import-suggestions --wiki WIKI FILE`: one dataset from one NDJSON
+//! file (gzip detected by its magic bytes, `-` for stdin). The file is streamed
+//! in chunks of [`CHUNK`] lines, `concurrency` chunks in flight, each written
+//! as bulk writes into the new dataset, which nobody reads yet. At the end the
+//! dataset is published (one write switches readers to it) unless more than
+//! `max_errors` lines were bad, the input failed or the store did: then it is
+//! marked FAILED and its rows are removed. A killed import leaves an IMPORTING
+//! dataset whose heartbeat stops; the next import or `kartei suggestions
+//! purge` removes it. Memory stays bounded by the chunks in flight.
+
+use std::io::{BufRead, Read};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use serde::Deserialize;
+
+use super::model::Suggestion;
+use super::service::{Record, Suggestions};
+use crate::auth::Principal;
+use crate::error::ApiError;
+use crate::progress::Progress;
+
+/// Lines per bulk write.
+const CHUNK: usize = 1_000;
+
+/// The input, gunzipped when it starts with gzip's magic bytes.
+pub fn open_input(mut input: Box<dyn BufRead + Send>) -> std::io::Result<Box<dyn BufRead + Send>> {
+    let head = input.fill_buf()?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        Ok(Box::new(std::io::BufReader::new(
+            flate2::bufread::MultiGzDecoder::new(input),
+        )))
+    } else {
+        Ok(input)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuggestionLine {
+    #[serde(default)]
+    row: Option<String>,
+    page_id: i64,
+    image: String,
+    origin_wiki: String,
+    confidence: f64,
+    #[serde(default)]
+    found_on: Vec<String>,
+    #[serde(default)]
+    kind: Vec<String>,
+    #[serde(default)]
+    page_rev: Option<i64>,
+    #[serde(default)]
+    section_heading: Option<String>,
+    #[serde(default)]
+    section_index: Option<i64>,
+    #[serde(default)]
+    page_qid: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TitleLine {
+    #[allow(dead_code)]
+    row: String,
+    title: String,
+    page_id: i64,
+    #[serde(default)]
+    page_rev: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstanceOfLine {
+    #[allow(dead_code)]
+    row: String,
+    page_id: i64,
+    #[serde(default)]
+    page_rev: Option<i64>,
+    #[serde(default)]
+    instance_of: Vec<String>,
+}
+
+fn int(what: &str, v: i64) -> Result<i32, String> {
+    i32::try_from(v)
+        .ok()
+        .filter(|v| *v >= 0)
+        .ok_or_else(|| format!("{what} {v} is not a page id (0 to 2^31-1)"))
+}
+
+fn opt_int(what: &str, v: Option<i64>) -> Result<Option<i32>, String> {
+    v.map(|v| int(what, v)).transpose()
+}
+
+fn text(what: &str, s: &str) -> Result<(), String> {
+    if s.trim().is_empty() || s.len() > 1_000 {
+        Err(format!("{what} must have 1 to 1000 bytes"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Sorted and without repeats (the public schema's sets).
+fn set(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// One line as a record, or why not.
+pub fn parse(line: &str) -> Result<Record, String> {
+    let value: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| format!("invalid JSON: {e}"))?;
+    let kind = match value.get("row") {
+        None | Some(serde_json::Value::Null) => "suggestion".to_owned(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(_) => return Err("\"row\" must be a string".into()),
+    };
+    drop(value);
+    let bad = |e: serde_json::Error| format!("invalid {kind} row: {e}");
+    match kind.as_str() {
+        "suggestion" => {
+            let l: SuggestionLine = serde_json::from_str(line).map_err(bad)?;
+            let _ = l.row;
+            text("image", &l.image)?;
+            text("origin_wiki", &l.origin_wiki)?;
+            if !(0.0..=1.0).contains(&l.confidence) {
+                return Err(format!(
+                    "confidence must be between 0 and 1, got {}",
+                    l.confidence
+                ));
+            }
+            if l.found_on.len() + l.kind.len() > 200 {
+                return Err("found_on and kind hold at most 200 items".into());
+            }
+            Ok(Record::Suggestion(Suggestion {
+                wiki: String::new(),
+                page_id: int("page_id", l.page_id)?,
+                id: String::new(),
+                image: l.image,
+                origin_wiki: l.origin_wiki,
+                confidence: l.confidence,
+                found_on: set(l.found_on),
+                kind: set(l.kind),
+                page_rev: opt_int("page_rev", l.page_rev)?,
+                section_heading: l.section_heading,
+                section_index: l
+                    .section_index
+                    .map(|i| {
+                        i32::try_from(i).map_err(|_| format!("section_index {i} is too large"))
+                    })
+                    .transpose()?,
+                page_qid: l.page_qid,
+            }))
+        }
+        "title" => {
+            let l: TitleLine = serde_json::from_str(line).map_err(bad)?;
+            text("title", &l.title)?;
+            Ok(Record::Title {
+                title: l.title,
+                page_id: int("page_id", l.page_id)?,
+                page_rev: opt_int("page_rev", l.page_rev)?,
+            })
+        }
+        "instanceof" => {
+            let l: InstanceOfLine = serde_json::from_str(line).map_err(bad)?;
+            if l.instance_of.len() > 200 {
+                return Err("instance_of holds at most 200 items".into());
+            }
+            Ok(Record::InstanceOf {
+                page_id: int("page_id", l.page_id)?,
+                page_rev: opt_int("page_rev", l.page_rev)?,
+                instance_of: set(l.instance_of),
+            })
+        }
+        other => Err(format!(
+            "unknown row kind {other:?} (suggestion, title or instanceof)"
+        )),
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct ImportReport {
+    pub dataset: Option<String>,
+    pub published: bool,
+    pub rows: usize,
+    /// (line number, reason); line 0 for the input or the store failing.
+    pub errors: Vec<(usize, String)>,
+    pub purged: Vec<String>,
+    pub elapsed: Duration,
+}
+
+impl ImportReport {
+    pub fn summary(&self) -> String {
+        let secs = self.elapsed.as_secs_f64().max(1e-6);
+        format!(
+            "dataset {} {}: {} rows, {} bad lines, {:.1} s, {:.0} rows/s",
+            self.dataset.as_deref().unwrap_or("-"),
+            if self.published {
+                "published"
+            } else {
+                "NOT published"
+            },
+            self.rows,
+            self.errors.len(),
+            secs,
+            self.rows as f64 / secs
+        )
+    }
+}
+
+pub struct ImportOptions {
+    pub wiki: String,
+    pub source: Option<String>,
+    pub max_errors: usize,
+    pub keep: usize,
+    pub concurrency: usize,
+    /// Bytes of input, for the progress bar (0 if unknown).
+    pub size: usize,
+}
+
+/// Imports `input` as a new dataset of `opts.wiki`, as `who` (machine or admin).
+pub async fn import(
+    service: &Suggestions,
+    who: &Principal,
+    input: impl Read + Send + 'static,
+    opts: ImportOptions,
+) -> Result<ImportReport, ApiError> {
+    let started = Instant::now();
+    let ds = service.begin(who, &opts.wiki, opts.source.clone()).await?;
+    let mut report = ImportReport {
+        dataset: Some(ds.id.clone()),
+        ..Default::default()
+    };
+    // The heartbeat tells a later import that this one is alive.
+    let beat = {
+        let (service, ds) = (service.clone(), ds.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(super::service::HEARTBEAT_SECS)).await;
+                if let Err(e) = service.heartbeat(&ds).await {
+                    tracing::warn!(error = %e.message(), "suggestions import heartbeat failed");
+                }
+            }
+        })
+    };
+    let progress = Progress::start(opts.size.max(1));
+    let mut read_error = None;
+    let reader = std::io::BufReader::new(input);
+    let lines = match open_input(Box::new(reader)) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            read_error = Some(e);
+            None
+        }
+    };
+    let mut store_error = None;
+    if let Some(lines) = lines {
+        let lines = crate::ndjson::lines_until_error(lines, &mut read_error);
+        let chunks_iter = Chunks {
+            lines,
+            progress: &progress,
+        };
+        let ds_ref = &ds;
+        let mut writes = futures::stream::iter(chunks_iter)
+            .map(|(records, bad)| async move {
+                let n = records.len();
+                let r = if records.is_empty() {
+                    Ok(0)
+                } else {
+                    service.write(ds_ref, records).await
+                };
+                (n, r, bad)
+            })
+            .buffer_unordered(opts.concurrency.clamp(1, 64));
+        while let Some((n, r, bad)) = writes.next().await {
+            report.errors.extend(bad);
+            match r {
+                Ok(_) => report.rows += n,
+                Err(e) => {
+                    store_error = Some(e);
+                    break;
+                }
+            }
+        }
+    }
+    progress.finish();
+    beat.abort();
+    if let Some(e) = &read_error {
+        report.errors.push((0, format!("cannot read further: {e}")));
+    }
+    report.errors.sort();
+    crate::metrics::suggestions_imported(report.rows, report.errors.len());
+    let rows = report.rows as i64;
+    let bad = report.errors.len() as i64;
+    if let Some(e) = store_error {
+        report
+            .errors
+            .push((0, format!("the store failed: {}", e.message())));
+        let _ = service.fail(&ds, rows, bad).await;
+    } else if read_error.is_some() || report.errors.len() > opts.max_errors {
+        service.fail(&ds, rows, bad).await?;
+    } else {
+        service.publish(&ds, rows, bad, opts.keep).await?;
+        report.published = true;
+    }
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+type Chunk = (Vec<Record>, Vec<(usize, String)>);
+
+struct Chunks<'a, I> {
+    lines: I,
+    progress: &'a Progress,
+}
+
+impl<I: Iterator<Item = crate::ndjson::Line>> Iterator for Chunks<'_, I> {
+    type Item = Chunk;
+    fn next(&mut self) -> Option<Chunk> {
+        let (mut good, mut bad) = (Vec::new(), Vec::new());
+        let mut any = false;
+        for line in self.lines.by_ref() {
+            any = true;
+            self.progress.advance(line.bytes);
+            match line.text {
+                Err(reason) => bad.push((line.number, reason)),
+                Ok(t) if t.trim().is_empty() => {}
+                Ok(t) => match parse(&t) {
+                    Ok(r) => good.push(r),
+                    Err(reason) => bad.push((line.number, reason)),
+                },
+            }
+            if good.len() + bad.len() >= CHUNK {
+                break;
+            }
+        }
+        any.then_some((good, bad))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_of_each_kind_parse_and_bad_ones_say_why() {
+        let s = r#"{"page_id": 7, "image": "A.jpg", "origin_wiki": "commonswiki", "confidence": 0.9, "found_on": ["dewiki", "enwiki", "dewiki"], "kind": ["istype-lead-image"], "page_rev": 3, "section_heading": null, "section_index": null, "page_qid": "Q1"}"#;
+        match parse(s).unwrap() {
+            Record::Suggestion(x) => {
+                assert_eq!(x.page_id, 7);
+                assert_eq!(x.found_on, ["dewiki", "enwiki"]);
+            }
+            _ => panic!("a suggestion"),
+        }
+        assert!(matches!(
+            parse(r#"{"row": "title", "title": "Berlin", "page_id": 7, "page_rev": 3}"#),
+            Ok(Record::Title { .. })
+        ));
+        assert!(matches!(
+            parse(r#"{"row": "instanceof", "page_id": 7, "page_rev": 3, "instance_of": ["Q5"]}"#),
+            Ok(Record::InstanceOf { .. })
+        ));
+        for (line, why) in [
+            ("{", "invalid JSON"),
+            (r#"{"row": "x"}"#, "unknown row kind"),
+            (
+                r#"{"page_id": -1, "image": "A", "origin_wiki": "w", "confidence": 0.5}"#,
+                "page id",
+            ),
+            (
+                r#"{"page_id": 1, "image": "A", "origin_wiki": "w", "confidence": 1.5}"#,
+                "confidence",
+            ),
+            (
+                r#"{"page_id": 1, "image": "", "origin_wiki": "w", "confidence": 0.5}"#,
+                "image",
+            ),
+            (
+                r#"{"page_id": 1, "image": "A", "origin_wiki": "w", "confidence": 0.5, "extra": 1}"#,
+                "unknown field",
+            ),
+            (r#"{"row": "title", "page_id": 1}"#, "missing field"),
+        ] {
+            let e = parse(line).unwrap_err();
+            assert!(e.contains(why), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn gzip_is_recognised_by_its_magic_bytes() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"line one\n").unwrap();
+        let bytes = gz.finish().unwrap();
+        let mut out = String::new();
+        open_input(Box::new(std::io::Cursor::new(bytes)))
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, "line one\n");
+        let mut plain = String::new();
+        open_input(Box::new(std::io::Cursor::new(b"plain\n".to_vec())))
+            .unwrap()
+            .read_to_string(&mut plain)
+            .unwrap();
+        assert_eq!(plain, "plain\n");
+    }
+}

@@ -1,0 +1,280 @@
+//! The image-suggestion tables (seed 003 and the public service's schema, with
+//! the changes cql/README.md lists): suggestions, feedback, title_cache and
+//! instanceof_cache, each row tagged with the dataset it came from, plus the
+//! per-wiki dataset registry, the pointer to the current dataset, and the keys
+//! of each dataset (to purge it and to sample its pages without a scan).
+
+use serde::Serialize;
+
+use crate::store::ColumnType::{BigInt, Boolean, Double, Int, Text, TextList};
+use crate::store::{Keyspace, Order, Row, Table, col};
+
+const ASC: Order = Order::Asc;
+
+/// One page's suggestions of one dataset: the public key `((wiki, page_id), id, image)`,
+/// `id` being the dataset.
+pub static SUGGESTIONS: Table = Table {
+    keyspace: Keyspace::Suggestions,
+    name: "suggestions",
+    partition_key: &[col("wiki", Text), col("page_id", Int)],
+    clustering: &[(col("id", Text), ASC), (col("image", Text), ASC)],
+    columns: &[
+        col("origin_wiki", Text),
+        col("confidence", Double),
+        col("found_on", TextList),
+        col("kind", TextList),
+        col("page_rev", Int),
+        col("section_heading", Text),
+        col("section_index", Int),
+        col("page_qid", Text),
+    ],
+};
+
+/// Editors' feedback, independent of datasets: `((wiki, page_id), filename, id)`.
+pub static FEEDBACK: Table = Table {
+    keyspace: Keyspace::Suggestions,
+    name: "feedback",
+    partition_key: &[col("wiki", Text), col("page_id", Int)],
+    clustering: &[(col("filename", Text), ASC), (col("id", Text), ASC)],
+    columns: &[
+        col("origin_wiki", Text),
+        col("user_name", Text),
+        col("is_accepted", Boolean),
+        col("is_rejected", Boolean),
+        col("rejection_reasons", TextList),
+    ],
+};
+
+/// Title -> page id, per dataset: `((wiki, title), id)`.
+pub static TITLE_CACHE: Table = Table {
+    keyspace: Keyspace::Suggestions,
+    name: "title_cache",
+    partition_key: &[col("wiki", Text), col("title", Text)],
+    clustering: &[(col("id", Text), ASC)],
+    columns: &[col("page_id", Int), col("page_rev", Int)],
+};
+
+/// Page id -> the Wikidata classes of its item, per dataset: `((wiki, page_id), id)`.
+pub static INSTANCEOF_CACHE: Table = Table {
+    keyspace: Keyspace::Suggestions,
+    name: "instanceof_cache",
+    partition_key: &[col("wiki", Text), col("page_id", Int)],
+    clustering: &[(col("id", Text), ASC)],
+    columns: &[col("page_rev", Int), col("instance_of", TextList)],
+};
+
+/// The registry: every dataset of a wiki.
+pub static DATASETS: Table = Table {
+    keyspace: Keyspace::Suggestions,
+    name: "datasets",
+    partition_key: &[col("wiki", Text)],
+    clustering: &[(col("id", Text), ASC)],
+    columns: &[
+        col("state", Text),
+        col("row_count", BigInt),
+        col("bad_lines", BigInt),
+        col("started", Text),
+        col("finished", Text),
+        col("heartbeat", Text),
+        col("source", Text),
+    ],
+};
+
+/// The one row readers look at: which dataset of a wiki is current.
+pub static CURRENT: Table = Table {
+    keyspace: Keyspace::Suggestions,
+    name: "current_dataset",
+    partition_key: &[col("wiki", Text)],
+    clustering: &[],
+    columns: &[col("id", Text), col("switched", Text)],
+};
+
+/// The keys a dataset wrote, bucketed: `kind` 0 = a page id (decimal), 1 = a title.
+pub static DATASET_KEYS: Table = Table {
+    keyspace: Keyspace::Suggestions,
+    name: "dataset_keys",
+    partition_key: &[col("wiki", Text), col("id", Text), col("bucket", Int)],
+    clustering: &[(col("kind", Int), ASC), (col("item", Text), ASC)],
+    columns: &[],
+};
+
+/// Buckets of [`DATASET_KEYS`].
+pub const KEY_BUCKETS: i32 = 16;
+
+pub static TABLES: &[&Table] = &[
+    &SUGGESTIONS,
+    &FEEDBACK,
+    &TITLE_CACHE,
+    &INSTANCEOF_CACHE,
+    &DATASETS,
+    &CURRENT,
+    &DATASET_KEYS,
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, async_graphql::Enum)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum DatasetState {
+    Importing,
+    Complete,
+    Failed,
+    Purged,
+}
+
+impl DatasetState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatasetState::Importing => "IMPORTING",
+            DatasetState::Complete => "COMPLETE",
+            DatasetState::Failed => "FAILED",
+            DatasetState::Purged => "PURGED",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "IMPORTING" => DatasetState::Importing,
+            "COMPLETE" => DatasetState::Complete,
+            "FAILED" => DatasetState::Failed,
+            "PURGED" => DatasetState::Purged,
+            _ => return None,
+        })
+    }
+}
+
+/// A dataset in the registry.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Dataset {
+    pub wiki: String,
+    pub id: String,
+    pub state: DatasetState,
+    pub rows: i64,
+    pub bad_lines: i64,
+    pub started: String,
+    pub finished: Option<String>,
+    pub heartbeat: Option<String>,
+    pub source: Option<String>,
+}
+
+impl Dataset {
+    pub fn row(&self) -> Row {
+        Row::new(&DATASETS)
+            .set("wiki", &self.wiki)
+            .set("id", &self.id)
+            .set("state", self.state.as_str())
+            .set("row_count", self.rows)
+            .set("bad_lines", self.bad_lines)
+            .set("started", &self.started)
+            .set_opt("finished", self.finished.clone())
+            .set_opt("heartbeat", self.heartbeat.clone())
+            .set_opt("source", self.source.clone())
+    }
+
+    pub fn from_row(r: &Row) -> Option<Dataset> {
+        Some(Dataset {
+            wiki: r.string("wiki"),
+            id: r.string("id"),
+            state: DatasetState::parse(&r.string("state"))?,
+            rows: r.bigint("row_count").unwrap_or(0),
+            bad_lines: r.bigint("bad_lines").unwrap_or(0),
+            started: r.string("started"),
+            finished: r.text("finished").map(str::to_owned),
+            heartbeat: r.text("heartbeat").map(str::to_owned),
+            source: r.text("source").map(str::to_owned),
+        })
+    }
+}
+
+/// One suggested image for a page, as the public service's rows carry it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Suggestion {
+    pub wiki: String,
+    pub page_id: i32,
+    /// The dataset (the public schema's `id`).
+    pub id: String,
+    pub image: String,
+    pub origin_wiki: String,
+    pub confidence: f64,
+    pub found_on: Vec<String>,
+    pub kind: Vec<String>,
+    pub page_rev: Option<i32>,
+    pub section_heading: Option<String>,
+    pub section_index: Option<i32>,
+    pub page_qid: Option<String>,
+}
+
+impl Suggestion {
+    pub fn row(&self) -> Row {
+        Row::new(&SUGGESTIONS)
+            .set("wiki", &self.wiki)
+            .set("page_id", self.page_id)
+            .set("id", &self.id)
+            .set("image", &self.image)
+            .set("origin_wiki", &self.origin_wiki)
+            .set("confidence", self.confidence)
+            .set("found_on", self.found_on.clone())
+            .set("kind", self.kind.clone())
+            .set_opt("page_rev", self.page_rev)
+            .set_opt("section_heading", self.section_heading.clone())
+            .set_opt("section_index", self.section_index)
+            .set_opt("page_qid", self.page_qid.clone())
+    }
+
+    pub fn from_row(r: &Row) -> Option<Suggestion> {
+        Some(Suggestion {
+            wiki: r.string("wiki"),
+            page_id: r.int("page_id")?,
+            id: r.string("id"),
+            image: r.string("image"),
+            origin_wiki: r.string("origin_wiki"),
+            confidence: r.double("confidence").unwrap_or(0.0),
+            found_on: r.text_list("found_on"),
+            kind: r.text_list("kind"),
+            page_rev: r.int("page_rev"),
+            section_heading: r.text("section_heading").map(str::to_owned),
+            section_index: r.int("section_index"),
+            page_qid: r.text("page_qid").map(str::to_owned),
+        })
+    }
+}
+
+/// An editor's verdict on one image for one page.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Feedback {
+    pub wiki: String,
+    pub page_id: i32,
+    pub filename: String,
+    pub id: String,
+    pub origin_wiki: Option<String>,
+    pub user_name: String,
+    pub is_accepted: bool,
+    pub is_rejected: bool,
+    pub rejection_reasons: Vec<String>,
+}
+
+impl Feedback {
+    pub fn row(&self) -> Row {
+        Row::new(&FEEDBACK)
+            .set("wiki", &self.wiki)
+            .set("page_id", self.page_id)
+            .set("filename", &self.filename)
+            .set("id", &self.id)
+            .set_opt("origin_wiki", self.origin_wiki.clone())
+            .set("user_name", &self.user_name)
+            .set("is_accepted", self.is_accepted)
+            .set("is_rejected", self.is_rejected)
+            .set("rejection_reasons", self.rejection_reasons.clone())
+    }
+
+    pub fn from_row(r: &Row) -> Option<Feedback> {
+        Some(Feedback {
+            wiki: r.string("wiki"),
+            page_id: r.int("page_id")?,
+            filename: r.string("filename"),
+            id: r.string("id"),
+            origin_wiki: r.text("origin_wiki").map(str::to_owned),
+            user_name: r.string("user_name"),
+            is_accepted: r.boolean("is_accepted").unwrap_or(false),
+            is_rejected: r.boolean("is_rejected").unwrap_or(false),
+            rejection_reasons: r.text_list("rejection_reasons"),
+        })
+    }
+}
