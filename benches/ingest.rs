@@ -8,7 +8,9 @@
 //! - a re-import of the same assignments (all "already present");
 //! - the data file's growth for the assignments against their NDJSON size;
 //! - 50 concurrent writers calling `suggest` (what 50 clients of
-//!   `suggestAssignment` cause in the store), with and without group commit.
+//!   `suggestAssignment` cause in the store), with and without group commit;
+//! - `import-suggestions` rows/s, and the 100-page multi-get against 100
+//!   single-page reads one after the other (median of 50 each).
 //!
 //! Run: `cargo bench --bench ingest` (optionally `-- ROWS`, default 20,000;
 //! `-- --smoke` for a quick pass). Input files come from
@@ -175,6 +177,66 @@ async fn fifty_writers(store: &DynStore, assignments: &Path, each: usize) -> f64
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+async fn suggestion_figures(dir: &Path, file: &Path, smoke: bool) {
+    use kartei::suggestions::service::{ReadOptions, Suggestions};
+    let store = open(dir, true);
+    let s = Suggestions::new(store.clone());
+    let who = kartei::auth::Principal::local("bench", &[kartei::auth::Role::Machine]);
+    let r = kartei::suggestions::import::import(
+        &s,
+        &who,
+        std::fs::File::open(file).unwrap(),
+        kartei::suggestions::import::ImportOptions {
+            wiki: "benchwiki".into(),
+            source: None,
+            max_errors: 0,
+            keep: 1,
+            concurrency: 4,
+            size: 0,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(r.published, "{}", r.summary());
+    let rate = r.rows as f64 / r.elapsed.as_secs_f64();
+    bench(
+        "import-suggestions, embedded",
+        format!("{rate:.0} rows/s"),
+        "50,000 rows/s (goal)".into(),
+        rate / 50_000.0,
+        ">= 50,000 rows/s",
+    );
+    let pages: Vec<i32> = (0..100).map(|i| i * 7).collect();
+    let samples = if smoke { 5 } else { 50 };
+    let (mut many, mut one_by_one) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let t = Instant::now();
+        let got = s
+            .pages("benchwiki", &pages, ReadOptions::default())
+            .await
+            .unwrap();
+        many.push(t.elapsed());
+        assert_eq!(got.len(), 100);
+        let t = Instant::now();
+        for p in &pages {
+            s.page("benchwiki", *p, ReadOptions::default())
+                .await
+                .unwrap();
+        }
+        one_by_one.push(t.elapsed());
+    }
+    many.sort();
+    one_by_one.sort();
+    let (m, o) = (many[samples / 2], one_by_one[samples / 2]);
+    bench(
+        "100-page multi-get of suggestions, embedded (median)",
+        format!("{:.2} ms", m.as_secs_f64() * 1e3),
+        format!("{:.2} ms as 100 single reads", o.as_secs_f64() * 1e3),
+        m.as_secs_f64() / o.as_secs_f64(),
+        "< x1 (3 store calls)",
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let smoke = args.iter().any(|a| a == "--smoke");
@@ -262,6 +324,10 @@ fn main() {
         import_vocabulary(&u_store, &small_vocab).await;
         let single = fifty_writers(&u_store, &small_assign, each).await;
         drop(u_store);
+        let sugg = tmp.path().join("s.ndjson");
+        data("suggestions", rows * 5, &sugg);
+        suggestion_figures(&tmp.path().join("suggestions"), &sugg, smoke).await;
+
         bench(
             "50 concurrent writers (suggest), embedded",
             format!("{grouped:.0} writes/s"),

@@ -58,13 +58,27 @@ else
   cargo build --release --locked -q
 fi
 
-# Runs a command, shows its output, keeps its BENCH|... lines for the table.
+# Runs a command, shows its output, keeps its BENCH|... lines for the table;
+# a bench that fails (or does not build) fails the suite.
 run() {
-  "$@" 2>&1 | tee "$WORK/out" | grep -v '^BENCH|' || true
+  local status=0
+  "$@" >"$WORK/out" 2>&1 || status=$?
+  grep -v '^BENCH|' "$WORK/out" || true
   grep '^BENCH|' "$WORK/out" >>"$ROWS" || true
+  if [ "$status" != 0 ]; then
+    echo "bench.sh: '$*' failed (exit $status)" >&2
+    exit 1
+  fi
 }
 row() { echo "BENCH|$1|$2|$3|$4|$5" >>"$ROWS"; }
 ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'x{a / b:.2f}' if b else 'n/a')" "$1" "$2"; }
+# The rows/s of cqlsh COPY's last line ("N rows imported from 1 files in S seconds").
+copy_rate() {
+  python3 -c "
+import re, sys
+m = re.search(r'(\d+) rows imported from \d+ files? in ([\d.]+) seconds', sys.stdin.read())
+print(f'{int(m.group(1)) / float(m.group(2)):.0f}' if m else '0')"
+}
 # The rows/s figure of an importer's summary line.
 rate() { grep -o '[0-9.]* rows/s' | tail -1 | cut -d' ' -f1; }
 
@@ -125,12 +139,21 @@ bench_cassandra() {
   "$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "CREATE KEYSPACE target_${env}copy WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}; CREATE TABLE target_${env}copy.objects_keywords (top_level_category_id text, bucket int, ddb_id text, keyword_id text, creator text, status text, child_category_id text, assignment_type text, created_at text, modified_at text, confidence_value double, PRIMARY KEY ((top_level_category_id, bucket), ddb_id, keyword_id, creator));"
   local copy_out copy
   copy_out=$("$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "COPY target_${env}copy.objects_keywords ($cols) FROM '$WORK/a.csv'" 2>&1 | tee /dev/stderr)
-  copy=$(echo "$copy_out" | python3 -c "
-import re, sys
-m = re.search(r'(\d+) rows imported from \d+ files? in ([\d.]+) seconds', sys.stdin.read())
-print(f'{int(m.group(1)) / float(m.group(2)):.0f}' if m else '0')")
+  copy=$(echo "$copy_out" | copy_rate)
   row "import-assignments, Cassandra ($n rows; base + 5 query tables)" "$assign rows/s" "$copy rows/s cqlsh COPY (base table only)" "$(ratio "$assign" "$copy")" ">= x1.0"
   row "import-assignments again (all present), Cassandra" "$again rows/s" "$copy rows/s cqlsh COPY" "$(ratio "$again" "$copy")" "as fast as the first"
+  # Image suggestions: our import into a fresh dataset against COPY of the
+  # same rows into a copy of the suggestions table.
+  local sn=$((n * 5))
+  python3 scripts/bench_data.py suggestions "$sn" >"$WORK/s.ndjson"
+  python3 scripts/bench_data.py suggestions-csv "$sn" 00000000-0000-1000-8000-000000000000 >"$WORK/s.csv"
+  local sugg scopy_out scopy
+  sugg=$("$BIN" import-suggestions --wiki benchwiki "$WORK/s.ndjson" --cassandra "$CASS" --env "$env" 2>&1 | tee /dev/stderr | rate)
+  KEYSPACES+=("suggestions_$env" "suggestions_${env}copy")
+  "$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "CREATE KEYSPACE suggestions_${env}copy WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}; CREATE TABLE suggestions_${env}copy.suggestions (wiki text, page_id int, id text, image text, origin_wiki text, confidence double, found_on list<text>, kind list<text>, page_rev int, section_heading text, section_index int, page_qid text, PRIMARY KEY ((wiki, page_id), id, image));"
+  scopy_out=$("$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "COPY suggestions_${env}copy.suggestions (wiki, page_id, id, image, origin_wiki, confidence, found_on, kind, page_rev, section_heading, section_index, page_qid) FROM '$WORK/s.csv'" 2>&1 | tee /dev/stderr)
+  scopy=$(echo "$scopy_out" | copy_rate)
+  row "import-suggestions, Cassandra ($sn rows)" "$sugg rows/s" "$scopy rows/s cqlsh COPY, same table" "$(ratio "$sugg" "$scopy")" ">= x1.0 (aim x3)"
   row "import-vocabulary, Cassandra ($((n > 2000 ? n : 2000)) keywords)" "$vocab rows/s" "$copy rows/s cqlsh COPY (assignment rows)" "$(ratio "$vocab" "$copy")" ">= 5,000 rows/s"
   if [ -n "$SMOKE" ]; then
     KARTEI_BENCH_CASSANDRA=$CASS run cargo bench "${PROFILE[@]}" --locked --bench curator_page -- 2000

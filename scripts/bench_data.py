@@ -4,6 +4,8 @@
     bench_data.py vocabulary N   > vocabulary.ndjson   # 1 portal, 20 categories, N keywords
     bench_data.py assignments N  > assignments.ndjson  # N machine suggestions over that vocabulary
     bench_data.py assignments-csv N > objects_keywords.csv  # the same rows as objects_keywords columns, for cqlsh COPY
+    bench_data.py suggestions N  > dewiki.ndjson       # N image suggestions, 5 per page
+    bench_data.py suggestions-csv N DATASET > s.csv    # the same rows as suggestions columns, for cqlsh COPY
 
 The assignments use keywords k-00000 .. k-(K-1) with K = 2,000, so the
 vocabulary file must hold at least 2,000 keywords.
@@ -66,7 +68,40 @@ def assignments_csv(n):
         ]) + "\n")
 
 
+def suggestion(i):
+    page = i // 5
+    return {
+        "page_id": page, "image": f"File_{i:08}.jpg", "origin_wiki": "commonswiki",
+        "confidence": round(((i * 31) % 100) / 100, 2),
+        "found_on": ["enwiki", "frwiki"], "kind": ["istype-wikidata-image"],
+        "page_rev": 1000 + page, "section_heading": None, "section_index": None,
+        "page_qid": f"Q{page + 1}",
+    }
+
+
+def suggestions(n):
+    out = sys.stdout
+    for i in range(n):
+        out.write(json.dumps(suggestion(i)) + "\n")
+
+
+def suggestions_csv(n, dataset):
+    # Columns: wiki, page_id, id, image, origin_wiki, confidence, found_on, kind,
+    # page_rev, section_heading, section_index, page_qid (cqlsh's list syntax).
+    out = sys.stdout
+    for i in range(n):
+        s = suggestion(i)
+        out.write(",".join([
+            "benchwiki", str(s["page_id"]), dataset, s["image"], s["origin_wiki"],
+            str(s["confidence"]), '"[\'enwiki\', \'frwiki\']"', '"[\'istype-wikidata-image\']"',
+            str(s["page_rev"]), "", "", s["page_qid"],
+        ]) + "\n")
+
+
 if __name__ == "__main__":
     kind, n = sys.argv[1], int(sys.argv[2])
-    {"vocabulary": vocabulary, "assignments": assignments,
-     "assignments-csv": assignments_csv}[kind](n)
+    if kind == "suggestions-csv":
+        suggestions_csv(n, sys.argv[3])
+    else:
+        {"vocabulary": vocabulary, "assignments": assignments,
+         "assignments-csv": assignments_csv, "suggestions": suggestions}[kind](n)
