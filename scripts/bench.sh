@@ -74,10 +74,18 @@ row() { echo "BENCH|$1|$2|$3|$4|$5" >>"$ROWS"; }
 ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'x{a / b:.2f}' if b else 'n/a')" "$1" "$2"; }
 # The rows/s of cqlsh COPY's last line ("N rows imported from 1 files in S seconds").
 copy_rate() {
+  # Short runs say "in 1.234 seconds", longer ones "in 0 day, 0 hour, 1 minute, and 2.5 seconds".
   python3 -c "
 import re, sys
-m = re.search(r'(\d+) rows imported from \d+ files? in ([\d.]+) seconds', sys.stdin.read())
-print(f'{int(m.group(1)) / float(m.group(2)):.0f}' if m else '0')"
+m = re.search(r'(\d+) rows imported from \d+ files? in (.*?) seconds', sys.stdin.read())
+if not m:
+    print('0')
+else:
+    secs = 0.0
+    for n, unit in re.findall(r'([\d.]+) (day|hour|minute)', m.group(2)):
+        secs += float(n) * {'day': 86400, 'hour': 3600, 'minute': 60}[unit]
+    secs += float(re.findall(r'([\d.]+)\s*$', m.group(2))[0])
+    print(f'{int(m.group(1)) / secs:.0f}')"
 }
 # The rows/s figure of an importer's summary line.
 rate() { grep -o '[0-9.]* rows/s' | tail -1 | cut -d' ' -f1; }

@@ -409,11 +409,15 @@ async fn execute(
 ) -> Response {
     let operation = request.operation_name.clone();
     let batches = Batches::default();
-    let request = request.data(principal).data(ThemeLoaders::new(
-        &app.themes,
-        Duration::from_millis(app.limits.batch_window_ms),
-        &batches,
-    ));
+    let window = Duration::from_millis(app.limits.batch_window_ms);
+    let request = request
+        .data(principal)
+        .data(ThemeLoaders::new(&app.themes, window, &batches))
+        .data(crate::suggestions::loaders::page_loader(
+            &app.suggestions,
+            window,
+            &batches,
+        ));
     let mut response = batches.drive(app.schema.execute(request)).await;
     // Parse, validation and limit errors come from the engine without a code.
     for err in &mut response.errors {

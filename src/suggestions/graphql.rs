@@ -2,10 +2,12 @@
 
 use async_graphql::{Context, Object, Result, SimpleObject};
 
+use super::loaders::{PageKey, PageLoader};
 use super::model::{Dataset, DatasetState, Feedback};
-use super::service::{FeedbackInput, MAX_PAGES, ReadOptions, Reviewed, Suggestions, uuid_time};
+use super::service::{FeedbackInput, MAX_PAGES, Reviewed, Suggestions, uuid_time};
 use crate::auth::Principal;
 use crate::error::ApiError;
+use async_graphql::dataloader::DataLoader;
 
 fn service<'a>(ctx: &Context<'a>) -> &'a Suggestions {
     ctx.data_unchecked::<Suggestions>()
@@ -13,6 +15,46 @@ fn service<'a>(ctx: &Context<'a>) -> &'a Suggestions {
 
 fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
     ctx.data_unchecked::<Principal>()
+}
+
+/// Pages through the request's loader (one batched read for every page the
+/// request names), filtered by `min_confidence`.
+async fn load_pages(
+    ctx: &Context<'_>,
+    wiki: &str,
+    page_ids: &[i32],
+    include_reviewed: bool,
+    min_confidence: Option<f64>,
+) -> Result<Vec<Vec<Reviewed>>> {
+    if let Some(c) = min_confidence
+        && !c.is_finite()
+    {
+        return Err(ApiError::bad_input("minConfidence must be a number").into());
+    }
+    crate::common::check_id("wiki", wiki)?;
+    let keys: Vec<PageKey> = page_ids
+        .iter()
+        .map(|p| PageKey {
+            wiki: wiki.to_owned(),
+            page_id: *p,
+            include_reviewed,
+        })
+        .collect();
+    let mut found = ctx
+        .data_unchecked::<DataLoader<PageLoader>>()
+        .load_many(keys.iter().cloned())
+        .await?;
+    Ok(keys
+        .iter()
+        .map(|k| {
+            found
+                .remove(k)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| min_confidence.is_none_or(|m| r.suggestion.confidence >= m))
+                .collect()
+        })
+        .collect())
 }
 
 /// An editor's verdict on one image for one page.
@@ -164,10 +206,6 @@ impl SuggestionsQuery {
         include_reviewed: Option<bool>,
     ) -> Result<Vec<ImageSuggestion>> {
         let s = service(ctx);
-        let opts = ReadOptions {
-            min_confidence,
-            include_reviewed: include_reviewed.unwrap_or(false),
-        };
         let page = match (page_id, title) {
             (Some(p), None) => p,
             (None, Some(t)) => match s.title(&wiki, &t).await? {
@@ -178,7 +216,15 @@ impl SuggestionsQuery {
                 return Err(ApiError::bad_input("give exactly one of pageId and title").into());
             }
         };
-        Ok(wrap(s.page(&wiki, page, opts).await?))
+        let mut pages = load_pages(
+            ctx,
+            &wiki,
+            &[page],
+            include_reviewed.unwrap_or(false),
+            min_confidence,
+        )
+        .await?;
+        Ok(wrap(pages.pop().unwrap_or_default()))
     }
 
     /// The suggestions of up to 100 pages at once (concurrent single-page
@@ -194,16 +240,7 @@ impl SuggestionsQuery {
         if page_ids.len() > MAX_PAGES {
             return Err(ApiError::bad_input(format!("at most {MAX_PAGES} pages")).into());
         }
-        let pages = service(ctx)
-            .pages(
-                &wiki,
-                &page_ids,
-                ReadOptions {
-                    min_confidence,
-                    include_reviewed: false,
-                },
-            )
-            .await?;
+        let pages = load_pages(ctx, &wiki, &page_ids, false, min_confidence).await?;
         Ok(page_ids
             .into_iter()
             .zip(pages)

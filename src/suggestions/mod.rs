@@ -6,5 +6,6 @@
 pub mod graphql;
 pub mod http;
 pub mod import;
+pub mod loaders;
 pub mod model;
 pub mod service;

@@ -340,6 +340,22 @@ async fn titles_and_many_pages(engine: Engine) {
         "P5.jpg"
     );
     assert_eq!(gql["imageSuggestionsForPages"][2]["suggestions"], json!([]));
+    // Every page a request names, through its DataLoader: one batched read.
+    let (calls, d) = round_trips(
+        &srv.store,
+        srv.data(
+            "query($w: String!) { a: imageSuggestions(wiki: $w, pageId: 1) { image }
+               b: imageSuggestions(wiki: $w, pageId: 2, minConfidence: 0.9) { image }
+               c: imageSuggestionsForPages(wiki: $w, pageIds: [3, 4]) { pageId suggestions { image } } }",
+            json!({"w": wiki}),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(calls, 3, "{d}");
+    assert_eq!(d["a"][0]["image"], "P1.jpg");
+    assert_eq!(d["b"], json!([]), "below minConfidence");
+    assert_eq!(d["c"][1]["suggestions"][0]["image"], "P4.jpg");
 
     // Random pages: distinct pages of the dataset with open suggestions.
     let random = s.random_pages(&wiki, 10).await.unwrap();
