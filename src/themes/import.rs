@@ -280,7 +280,7 @@ pub async fn import(
     };
     let mut done = futures::stream::iter(chunks.into_iter().map(|chunk| async move {
         let (numbers, inputs): (Vec<usize>, Vec<KeywordInput>) = chunk.into_iter().unzip();
-        (numbers, themes.upsert_keywords(who, inputs).await)
+        (numbers, themes.import_keywords(who, inputs).await)
     }))
     .buffer_unordered(2);
     while let Some((numbers, outcome)) = done.next().await {

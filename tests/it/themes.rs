@@ -556,8 +556,63 @@ mod import {
         }
     }
 
+    /// The importer writes a chunk's index rows before its keyword rows: an
+    /// import that dies in between is finished by running it again.
+    async fn an_import_killed_before_its_keyword_rows_is_healed_by_a_rerun(engine: Engine) {
+        let srv = server(engine).await;
+        let u = crate::support::uid();
+        let (p, c, k) = (format!("p-{u}"), format!("c-{u}"), format!("k-{u}"));
+        let file = |label: &str| {
+            [
+                json!({"type": "category", "id": p, "parentId": null, "label": "Portal"}),
+                json!({"type": "category", "id": c, "parentId": p, "label": "Orte"}),
+                json!({"type": "keyword", "id": k, "label": label, "categoryIds": [c]}),
+            ]
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+        };
+        let themes = Themes::new(srv.store.clone());
+        let first = import(&themes, file("Wasserburg").as_bytes(), 4)
+            .await
+            .unwrap();
+        assert!(first.errors.is_empty(), "{:?}", first.errors);
+        // The keyword rows cannot be written: the index rows change, the keyword row does not.
+        let faulty = crate::support::Faulty::new(srv.store.clone());
+        *faulty.fail_apply_on.lock().unwrap() = vec!["keywords"];
+        let crashing = Themes::new(faulty.clone());
+        let killed = import(&crashing, file("Feldkirche").as_bytes(), 4)
+            .await
+            .unwrap();
+        assert_eq!(killed.errors.len(), 1, "{:?}", killed.errors);
+        assert!(
+            killed.errors[0].1.contains("unavailable"),
+            "{:?}",
+            killed.errors
+        );
+        let label = |found: Vec<kartei::themes::model::Keyword>| {
+            found.into_iter().map(|k| k.label).collect::<Vec<_>>()
+        };
+        assert!(label(themes.search(&p, "wasserburg", 5).await.unwrap()).is_empty());
+        let again = import(&themes, file("Feldkirche").as_bytes(), 4)
+            .await
+            .unwrap();
+        assert!(again.errors.is_empty(), "{:?}", again.errors);
+        assert_eq!(
+            label(themes.search(&p, "feldkirche", 5).await.unwrap()),
+            ["Feldkirche"]
+        );
+        assert!(label(themes.search(&p, "wasserburg", 5).await.unwrap()).is_empty());
+        assert_eq!(
+            label(themes.search(&p, "kirche", 5).await.unwrap()),
+            ["Feldkirche"]
+        );
+    }
+
     both_engines!(
         a_third_party_file_imports_with_line_numbered_errors,
-        the_demo_vocabulary_imports_cleanly
+        the_demo_vocabulary_imports_cleanly,
+        an_import_killed_before_its_keyword_rows_is_healed_by_a_rerun
     );
 }
