@@ -71,6 +71,19 @@ run() {
   fi
 }
 row() { echo "BENCH|$1|$2|$3|$4|$5" >>"$ROWS"; }
+# Runs a command, shows its output on stderr, passes it on; fails the suite
+# if the command fails. (Not `tee /dev/stderr`: with stderr redirected to a
+# file, reopening it truncates that file.)
+shown() {
+  local out status=0
+  out=$("$@" 2>&1) || status=$?
+  printf '%s\n' "$out" >&2
+  if [ "$status" != 0 ]; then
+    echo "bench.sh: '$*' failed (exit $status)" >&2
+    return 1
+  fi
+  printf '%s\n' "$out"
+}
 ratio() { python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); print(f'x{a / b:.2f}' if b else 'n/a')" "$1" "$2"; }
 # The rows/s of cqlsh COPY's last line ("N rows imported from 1 files in S seconds").
 copy_rate() {
@@ -138,15 +151,15 @@ bench_cassandra() {
   python3 scripts/bench_data.py assignments-csv "$n" >"$WORK/a.csv"
   "$BIN" migrate --cassandra "$CASS" --env "$env" >/dev/null
   local vocab assign again
-  vocab=$("$BIN" import-vocabulary "$WORK/v.ndjson" --cassandra "$CASS" --env "$env" 2>&1 | tee /dev/stderr | rate)
-  assign=$("$BIN" import-assignments "$WORK/a.ndjson" --creator bench --cassandra "$CASS" --env "$env" 2>&1 | tee /dev/stderr | rate)
-  again=$("$BIN" import-assignments "$WORK/a.ndjson" --creator bench --cassandra "$CASS" --env "$env" 2>&1 | tee /dev/stderr | rate)
+  vocab=$(shown "$BIN" import-vocabulary "$WORK/v.ndjson" --cassandra "$CASS" --env "$env" | rate)
+  assign=$(shown "$BIN" import-assignments "$WORK/a.ndjson" --creator bench --cassandra "$CASS" --env "$env" | rate)
+  again=$(shown "$BIN" import-assignments "$WORK/a.ndjson" --creator bench --cassandra "$CASS" --env "$env" | rate)
   # The reference: cqlsh COPY FROM loading the same rows into objects_keywords
   # (base table only) of a keyspace of its own on the same node.
   local cols="top_level_category_id, bucket, ddb_id, keyword_id, creator, status, child_category_id, assignment_type, created_at, modified_at, confidence_value"
   "$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "CREATE KEYSPACE target_${env}copy WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}; CREATE TABLE target_${env}copy.objects_keywords (top_level_category_id text, bucket int, ddb_id text, keyword_id text, creator text, status text, child_category_id text, assignment_type text, created_at text, modified_at text, confidence_value double, PRIMARY KEY ((top_level_category_id, bucket), ddb_id, keyword_id, creator));"
   local copy_out copy
-  copy_out=$("$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "COPY target_${env}copy.objects_keywords ($cols) FROM '$WORK/a.csv'" 2>&1 | tee /dev/stderr)
+  copy_out=$(shown "$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "COPY target_${env}copy.objects_keywords ($cols) FROM '$WORK/a.csv'")
   copy=$(echo "$copy_out" | copy_rate)
   row "import-assignments, Cassandra ($n rows; base + 5 query tables)" "$assign rows/s" "$copy rows/s cqlsh COPY (base table only)" "$(ratio "$assign" "$copy")" ">= x1.0"
   row "import-assignments again (all present), Cassandra" "$again rows/s" "$copy rows/s cqlsh COPY" "$(ratio "$again" "$copy")" "as fast as the first"
@@ -156,10 +169,10 @@ bench_cassandra() {
   python3 scripts/bench_data.py suggestions "$sn" >"$WORK/s.ndjson"
   python3 scripts/bench_data.py suggestions-csv "$sn" 00000000-0000-1000-8000-000000000000 >"$WORK/s.csv"
   local sugg scopy_out scopy
-  sugg=$("$BIN" import-suggestions --wiki benchwiki "$WORK/s.ndjson" --cassandra "$CASS" --env "$env" 2>&1 | tee /dev/stderr | rate)
+  sugg=$(shown "$BIN" import-suggestions --wiki benchwiki "$WORK/s.ndjson" --cassandra "$CASS" --env "$env" | rate)
   KEYSPACES+=("suggestions_$env" "suggestions_${env}copy")
   "$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "CREATE KEYSPACE suggestions_${env}copy WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}; CREATE TABLE suggestions_${env}copy.suggestions (wiki text, page_id int, id text, image text, origin_wiki text, confidence double, found_on list<text>, kind list<text>, page_rev int, section_heading text, section_index int, page_qid text, PRIMARY KEY ((wiki, page_id), id, image));"
-  scopy_out=$("$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "COPY suggestions_${env}copy.suggestions (wiki, page_id, id, image, origin_wiki, confidence, found_on, kind, page_rev, section_heading, section_index, page_qid) FROM '$WORK/s.csv'" 2>&1 | tee /dev/stderr)
+  scopy_out=$(shown "$VENV/bin/cqlsh" "${CASS%:*}" "${CASS#*:}" -e "COPY suggestions_${env}copy.suggestions (wiki, page_id, id, image, origin_wiki, confidence, found_on, kind, page_rev, section_heading, section_index, page_qid) FROM '$WORK/s.csv'")
   scopy=$(echo "$scopy_out" | copy_rate)
   row "import-suggestions, Cassandra ($sn rows)" "$sugg rows/s" "$scopy rows/s cqlsh COPY, same table" "$(ratio "$sugg" "$scopy")" ">= x1.0 (aim x3)"
   row "import-vocabulary, Cassandra ($((n > 2000 ? n : 2000)) keywords)" "$vocab rows/s" "$copy rows/s cqlsh COPY (assignment rows)" "$(ratio "$vocab" "$copy")" ">= 5,000 rows/s"
