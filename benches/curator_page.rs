@@ -127,6 +127,47 @@ async fn direct(assignments: &Assignments, themes: &Themes) -> usize {
     page.items.len()
 }
 
+/// P2: store round trips of one request as the query nests deeper, against
+/// what resolving each node on its own would cost (1 + 50 per nested level).
+async fn waves(engine: &str, store: &DynStore, client: &reqwest::Client, url: &str) {
+    let levels = [
+        "ddbId",
+        "ddbId keyword { label }",
+        "ddbId keyword { label categories { label } }",
+        "ddbId keyword { label categories { label parent { label } } }",
+    ];
+    let mut page_calls = 0;
+    for (depth, node) in levels.iter().enumerate() {
+        let query = format!(
+            "query($p: ID!) {{ assignments(portalId: $p, status: SUGGESTED, first: 50) {{ edges {{ node {{ {node} }} }} }} }}"
+        );
+        let body = serde_json::json!({"query": query, "variables": {"p": PORTAL}});
+        let before = store.round_trips();
+        let r: serde_json::Value = client
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("json");
+        assert!(r.get("errors").is_none(), "{r}");
+        let calls = store.round_trips() - before;
+        // The page itself is a merged read of 32 bucket slices (each counted);
+        // resolving each node alone would add one read per node and level.
+        if depth == 0 {
+            page_calls = calls;
+        }
+        let naive = (page_calls + (PAGE * depth) as u64) as f64;
+        println!(
+            "BENCH|store calls per request, {engine}: nesting level {} (the page plus {depth} relation levels)|{calls}|{naive:.0} one read per node|x{:.2}|one wave per level",
+            depth + 1,
+            calls as f64 / naive
+        );
+    }
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
@@ -190,6 +231,7 @@ async fn run(engine: &str, store: DynStore, rows: usize) {
     }
     http.sort();
     plan.sort();
+    waves(engine, &store, &client, &url).await;
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!("{engine}: curator page (first: {PAGE}, {rows} assignments), {SAMPLES} samples each");
     println!(
