@@ -43,6 +43,43 @@ pub fn lines_until_error<'a, R: BufRead + 'a>(
     })
 }
 
+/// One chunk of an importer's input: the records parsed, and the bad lines
+/// (both with their line numbers).
+pub type Chunk<T> = (Vec<(usize, T)>, Vec<(usize, String)>);
+
+/// `lines` as chunks of up to `size` non-blank lines, each parsed by `parse`,
+/// advancing `progress` by the bytes read.
+pub fn chunks<'a, T, I, F>(
+    lines: I,
+    progress: &'a crate::progress::Progress,
+    size: usize,
+    parse: F,
+) -> impl Iterator<Item = Chunk<T>> + 'a
+where
+    I: Iterator<Item = Line> + 'a,
+    F: FnMut(&str) -> Result<T, String> + 'a,
+{
+    let (mut lines, mut parse) = (lines, parse);
+    std::iter::from_fn(move || {
+        let (mut good, mut bad) = (Vec::new(), Vec::new());
+        for line in lines.by_ref() {
+            progress.advance(line.bytes);
+            match line.text {
+                Err(reason) => bad.push((line.number, reason)),
+                Ok(t) if t.trim().is_empty() => {}
+                Ok(t) => match parse(&t) {
+                    Ok(r) => good.push((line.number, r)),
+                    Err(reason) => bad.push((line.number, reason)),
+                },
+            }
+            if good.len() + bad.len() >= size {
+                break;
+            }
+        }
+        (!good.is_empty() || !bad.is_empty()).then_some((good, bad))
+    })
+}
+
 pub struct Lines<R> {
     input: R,
     number: usize,

@@ -74,10 +74,16 @@ pub async fn import(
     let mut read_error = None;
     let lines = crate::ndjson::lines_until_error(input, &mut read_error);
     // Parsed in this task, in chunks: (line number, input) or (line number, reason).
-    let chunks = Chunks {
-        lines,
-        progress: &progress,
-    };
+    let chunks = crate::ndjson::chunks(lines, &progress, CHUNK, |t| {
+        let l: Line = serde_json::from_str(t).map_err(|e| format!("invalid record: {e}"))?;
+        Ok(SuggestInput {
+            portal_id: l.portal_id,
+            ddb_id: l.ddb_id,
+            keyword_id: l.keyword_id,
+            child_category_id: l.child_category_id,
+            confidence: l.confidence,
+        })
+    });
     let vocabulary = VocabularyCache::default();
     let (who, vocabulary) = (&who, &vocabulary);
     let mut results = futures::stream::iter(chunks)
@@ -117,44 +123,4 @@ pub async fn import(
     report.errors.sort();
     report.elapsed = started.elapsed();
     Ok(report)
-}
-
-type Chunk = (Vec<(usize, SuggestInput)>, Vec<(usize, String)>);
-
-/// The input as chunks of up to [`CHUNK`] parsed lines (and the bad ones beside).
-struct Chunks<'a, I> {
-    lines: I,
-    progress: &'a Progress,
-}
-
-impl<I: Iterator<Item = crate::ndjson::Line>> Iterator for Chunks<'_, I> {
-    type Item = Chunk;
-    fn next(&mut self) -> Option<Chunk> {
-        let (mut good, mut bad) = (Vec::new(), Vec::new());
-        for line in self.lines.by_ref() {
-            self.progress.advance(line.bytes);
-            let n = line.number;
-            match line.text {
-                Err(reason) => bad.push((n, reason)),
-                Ok(t) if t.trim().is_empty() => {}
-                Ok(t) => match serde_json::from_str::<Line>(&t) {
-                    Err(e) => bad.push((n, format!("invalid record: {e}"))),
-                    Ok(l) => good.push((
-                        n,
-                        SuggestInput {
-                            portal_id: l.portal_id,
-                            ddb_id: l.ddb_id,
-                            keyword_id: l.keyword_id,
-                            child_category_id: l.child_category_id,
-                            confidence: l.confidence,
-                        },
-                    )),
-                },
-            }
-            if good.len() + bad.len() >= CHUNK {
-                break;
-            }
-        }
-        (!good.is_empty() || !bad.is_empty()).then_some((good, bad))
-    }
 }

@@ -257,13 +257,11 @@ pub async fn import(
     let mut store_error = None;
     if let Some(lines) = lines {
         let lines = crate::ndjson::lines_until_error(lines, &mut read_error);
-        let chunks_iter = Chunks {
-            lines,
-            progress: &progress,
-        };
+        let chunks_iter = crate::ndjson::chunks(lines, &progress, CHUNK, parse);
         let ds_ref = &ds;
         let mut writes = futures::stream::iter(chunks_iter)
             .map(|(records, bad)| async move {
+                let records: Vec<Record> = records.into_iter().map(|(_, r)| r).collect();
                 let n = records.len();
                 let r = if records.is_empty() {
                     Ok(0)
@@ -306,37 +304,6 @@ pub async fn import(
     }
     report.elapsed = started.elapsed();
     Ok(report)
-}
-
-type Chunk = (Vec<Record>, Vec<(usize, String)>);
-
-struct Chunks<'a, I> {
-    lines: I,
-    progress: &'a Progress,
-}
-
-impl<I: Iterator<Item = crate::ndjson::Line>> Iterator for Chunks<'_, I> {
-    type Item = Chunk;
-    fn next(&mut self) -> Option<Chunk> {
-        let (mut good, mut bad) = (Vec::new(), Vec::new());
-        let mut any = false;
-        for line in self.lines.by_ref() {
-            any = true;
-            self.progress.advance(line.bytes);
-            match line.text {
-                Err(reason) => bad.push((line.number, reason)),
-                Ok(t) if t.trim().is_empty() => {}
-                Ok(t) => match parse(&t) {
-                    Ok(r) => good.push(r),
-                    Err(reason) => bad.push((line.number, reason)),
-                },
-            }
-            if good.len() + bad.len() >= CHUNK {
-                break;
-            }
-        }
-        any.then_some((good, bad))
-    }
 }
 
 #[cfg(test)]
