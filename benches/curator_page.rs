@@ -127,6 +127,19 @@ async fn direct(assignments: &Assignments, themes: &Themes) -> usize {
     page.items.len()
 }
 
+/// A GraphQL POST and its JSON answer.
+async fn post(client: &reqwest::Client, url: &str, body: &serde_json::Value) -> serde_json::Value {
+    client
+        .post(url)
+        .json(body)
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// P2: store round trips of one request as the query nests deeper, against
 /// what resolving each node on its own would cost (1 + 50 per nested level).
 async fn waves(engine: &str, store: &DynStore, client: &reqwest::Client, url: &str) {
@@ -143,15 +156,7 @@ async fn waves(engine: &str, store: &DynStore, client: &reqwest::Client, url: &s
         );
         let body = serde_json::json!({"query": query, "variables": {"p": PORTAL}});
         let before = store.round_trips();
-        let r: serde_json::Value = client
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
+        let r = post(client, url, &body).await;
         assert!(r.get("errors").is_none(), "{r}");
         let calls = store.round_trips() - before;
         // The page itself is a merged read of 32 bucket slices (each counted);
@@ -206,15 +211,7 @@ async fn run(engine: &str, store: DynStore, rows: usize) {
     for round in 0..(SAMPLES + 30) {
         // Interleaved, so both see the same machine.
         let t = Instant::now();
-        let r: serde_json::Value = client
-            .post(&url)
-            .json(&body)
-            .send()
-            .await
-            .expect("request")
-            .json()
-            .await
-            .expect("json");
+        let r = post(&client, &url, &body).await;
         let took = t.elapsed();
         assert_eq!(
             r["data"]["assignments"]["edges"].as_array().map(Vec::len),

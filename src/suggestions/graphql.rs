@@ -4,7 +4,9 @@ use async_graphql::{Context, Object, Result, SimpleObject};
 
 use super::loaders::{PageKey, PageLoader};
 use super::model::{Dataset, DatasetState, Feedback};
-use super::service::{FeedbackInput, MAX_PAGES, Reviewed, Suggestions, uuid_time};
+use super::service::{
+    FeedbackInput, MAX_PAGES, Reviewed, Suggestions, check_min_confidence, check_wiki, uuid_time,
+};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use async_graphql::dataloader::DataLoader;
@@ -26,12 +28,10 @@ async fn load_pages(
     include_reviewed: bool,
     min_confidence: Option<f64>,
 ) -> Result<Vec<Vec<Reviewed>>> {
-    if let Some(c) = min_confidence
-        && !c.is_finite()
-    {
-        return Err(ApiError::bad_input("minConfidence must be a number").into());
-    }
-    crate::common::check_id("wiki", wiki)?;
+    // Checked here: the loader reads without the filter, and a bad field must
+    // fail alone, not the whole batch.
+    check_min_confidence(min_confidence)?;
+    check_wiki(wiki)?;
     let keys: Vec<PageKey> = page_ids
         .iter()
         .map(|p| PageKey {

@@ -103,8 +103,17 @@ pub fn uuid_time(id: &str) -> Option<String> {
         .ok()
 }
 
-fn check_wiki(wiki: &str) -> ApiResult<()> {
+pub fn check_wiki(wiki: &str) -> ApiResult<()> {
     check_id("wiki", wiki)
+}
+
+/// A `minConfidence` filter must be a number (JSON has no NaN, but floats
+/// from other callers might).
+pub fn check_min_confidence(min: Option<f64>) -> ApiResult<()> {
+    match min {
+        Some(c) if !c.is_finite() => Err(ApiError::bad_input("minConfidence must be a number")),
+        _ => Ok(()),
+    }
 }
 
 fn bucket(page_id: i32) -> i32 {
@@ -199,17 +208,25 @@ impl Suggestions {
         page_ids: &[i32],
         opts: ReadOptions,
     ) -> ApiResult<Vec<Vec<Reviewed>>> {
+        self.pages_of(wiki, None, page_ids, opts).await
+    }
+
+    /// [`Suggestions::pages`] in dataset `known`, if the caller has read the
+    /// pointer already, else in the current one.
+    async fn pages_of(
+        &self,
+        wiki: &str,
+        known: Option<&str>,
+        page_ids: &[i32],
+        opts: ReadOptions,
+    ) -> ApiResult<Vec<Vec<Reviewed>>> {
         check_wiki(wiki)?;
         if page_ids.len() > MAX_PAGES {
             return Err(ApiError::bad_input(format!(
                 "at most {MAX_PAGES} pages per call"
             )));
         }
-        if let Some(c) = opts.min_confidence
-            && !c.is_finite()
-        {
-            return Err(ApiError::bad_input("minConfidence must be a number"));
-        }
+        check_min_confidence(opts.min_confidence)?;
         if page_ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -218,7 +235,13 @@ impl Suggestions {
             .iter()
             .map(|p| Slice::partition(partitions(*p)).limit(PER_PAGE))
             .collect();
-        let (current, feedback) = futures::try_join!(self.current(wiki), async {
+        let current = async {
+            match known {
+                Some(id) => Ok(Some(id.to_owned())),
+                None => self.current(wiki).await,
+            }
+        };
+        let (current, feedback) = futures::try_join!(current, async {
             Ok::<_, ApiError>(self.store.slice_many(&FEEDBACK, &feedback_slices).await?)
         })?;
         let Some(current) = current else {
@@ -429,7 +452,9 @@ impl Suggestions {
                     .filter_map(|r| r.string("item").parse().ok())
                     .filter(|p| !found.contains(p))
                     .collect();
-                let open = self.pages(wiki, &ids, ReadOptions::default()).await?;
+                let open = self
+                    .pages_of(wiki, Some(&current), &ids, ReadOptions::default())
+                    .await?;
                 for (id, s) in ids.into_iter().zip(open) {
                     if !s.is_empty() && found.len() < count {
                         found.push(id);
