@@ -189,15 +189,8 @@ impl VocabularyCache {
         categories: BTreeSet<String>,
         keywords: BTreeSet<String>,
     ) -> ApiResult<()> {
-        let missing = |ids: BTreeSet<String>, have: &dyn Fn(&str) -> bool| -> Vec<String> {
-            ids.into_iter().filter(|i| !have(i)).collect()
-        };
-        let want_c = missing(categories, &|i| {
-            self.categories.lock().expect("cache").contains_key(i)
-        });
-        let want_k = missing(keywords, &|i| {
-            self.keywords.lock().expect("cache").contains_key(i)
-        });
+        let want_c = missing(&self.categories, categories);
+        let want_k = missing(&self.keywords, keywords);
         let (found_c, found_k) = futures::try_join!(
             async {
                 if want_c.is_empty() {
@@ -232,6 +225,12 @@ impl VocabularyCache {
         );
         Ok(())
     }
+}
+
+/// The ids of `ids` that `cache` has not looked up yet.
+fn missing<T>(cache: &std::sync::Mutex<Snapshot<T>>, ids: BTreeSet<String>) -> Vec<String> {
+    let c = cache.lock().expect("cache");
+    ids.into_iter().filter(|i| !c.contains_key(i)).collect()
 }
 
 fn fill<T>(
