@@ -185,12 +185,20 @@ async fn run(engine: &str, store: DynStore, rows: usize) {
         t.elapsed().as_secs_f64()
     );
     let binaries = kartei::app::binaries(&Default::default(), store.clone()).expect("binaries");
+    let crawl = kartei::app::crawl(
+        &Default::default(),
+        &Default::default(),
+        store.clone(),
+        binaries.clone(),
+    )
+    .expect("crawl");
     let app = kartei::app::App::new(
         store.clone(),
         Auth::hs256(b"bench-secret-0123456789"),
         Default::default(),
         Default::default(),
         binaries,
+        crawl,
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

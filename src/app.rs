@@ -13,11 +13,13 @@ use axum::extract::FromRef;
 use crate::assignments::graphql::{AssignmentsMutation, AssignmentsQuery};
 use crate::assignments::service::Assignments;
 use crate::auth::Auth;
-use crate::binaries::fetch::{FetchLimits, FetchPolicy, Fetcher};
 use crate::binaries::graphql::{BinariesMutation, BinariesQuery};
 use crate::binaries::imaging::ImagingLimits;
 use crate::binaries::service::{Binaries, BinaryConfig};
-use crate::config::{BinaryArgs, EdgeArgs, Limits};
+use crate::config::{BinaryArgs, CrawlArgs, EdgeArgs, Limits};
+use crate::crawl::fetch::{FetchLimits, FetchPolicy, Fetcher};
+use crate::crawl::graphql::{CrawlMutation, CrawlQuery};
+use crate::crawl::service::{Crawl, CrawlConfig, Links};
 use crate::store::DynStore;
 use crate::suggestions::graphql::{SuggestionsMutation, SuggestionsQuery};
 use crate::suggestions::service::Suggestions;
@@ -31,6 +33,7 @@ pub struct Query(
     AssignmentsQuery,
     BinariesQuery,
     SuggestionsQuery,
+    CrawlQuery,
 );
 
 // Every domain's mutations.
@@ -40,6 +43,7 @@ pub struct Mutation(
     AssignmentsMutation,
     BinariesMutation,
     SuggestionsMutation,
+    CrawlMutation,
 );
 
 pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
@@ -50,6 +54,7 @@ pub struct Services {
     pub assignments: Assignments,
     pub binaries: Binaries,
     pub suggestions: Suggestions,
+    pub crawl: Crawl,
 }
 
 /// The schema over `services` (none: only to print the SDL).
@@ -60,7 +65,8 @@ pub fn schema(services: Option<Services>, limits: &Limits) -> KarteiSchema {
             .data(s.themes)
             .data(s.assignments)
             .data(s.binaries)
-            .data(s.suggestions);
+            .data(s.suggestions)
+            .data(s.crawl);
     }
     b.finish()
 }
@@ -83,6 +89,7 @@ pub struct App {
     pub themes: Themes,
     pub binaries: Binaries,
     pub suggestions: Suggestions,
+    pub crawl: Crawl,
     pub limits: Limits,
     pub edge: EdgeArgs,
 }
@@ -95,6 +102,7 @@ impl App {
         limits: Limits,
         edge: EdgeArgs,
         binaries: Binaries,
+        crawl: Crawl,
     ) -> Arc<Self> {
         let themes = Themes::new(store.clone());
         let suggestions = Suggestions::new(store.clone());
@@ -104,6 +112,7 @@ impl App {
                 assignments: Assignments::new(store.clone()),
                 binaries: binaries.clone(),
                 suggestions: suggestions.clone(),
+                crawl: crawl.clone(),
             }),
             &limits,
         );
@@ -114,6 +123,7 @@ impl App {
             themes,
             binaries,
             suggestions,
+            crawl,
             limits,
             edge,
         })
@@ -132,21 +142,16 @@ impl FromRef<Arc<App>> for Binaries {
     }
 }
 
-/// The binaries service the flags describe.
+/// The crawler's SSRF rules.
+fn policy(args: &BinaryArgs) -> FetchPolicy {
+    FetchPolicy {
+        allow: args.fetch_allow.clone(),
+    }
+}
+
+/// The binaries service the flags describe; the URLs it wants go to the
+/// crawl frontier in `store`.
 pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> {
-    let fetcher = Fetcher::new(
-        FetchPolicy {
-            allow: args.fetch_allow.clone(),
-        },
-        FetchLimits {
-            max_bytes: args.max_upload_bytes,
-            connect_timeout: Duration::from_secs(args.fetch_connect_timeout),
-            read_timeout: Duration::from_secs(args.fetch_read_timeout),
-            total_timeout: Duration::from_secs(args.fetch_total_timeout.max(1)),
-            min_rate: args.fetch_min_rate,
-            max_redirects: args.fetch_max_redirects,
-        },
-    )?;
     let config = BinaryConfig {
         max_bytes: args.max_upload_bytes,
         imaging: ImagingLimits {
@@ -161,8 +166,48 @@ pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> 
             .as_ref()
             .map(|u| u.trim_end_matches('/').to_owned()),
         iiif_cache_bytes: args.iiif_cache_bytes,
-        downloads: args.fetch_concurrency.max(1),
         max_decode_bytes: args.max_decode_bytes,
     };
-    Ok(Binaries::new(store, config, fetcher))
+    Ok(Binaries::new(
+        store.clone(),
+        config,
+        policy(args),
+        Arc::new(Links::new(store)),
+    ))
+}
+
+/// The crawl frontier's service the flags describe (its loops start with
+/// [`Crawl::spawn`]).
+pub fn crawl(
+    args: &CrawlArgs,
+    binary_args: &BinaryArgs,
+    store: DynStore,
+    binaries: Binaries,
+) -> anyhow::Result<Crawl> {
+    let fetcher = Fetcher::new(
+        policy(binary_args),
+        FetchLimits {
+            max_bytes: binary_args.max_upload_bytes,
+            connect_timeout: Duration::from_secs(binary_args.fetch_connect_timeout),
+            read_timeout: Duration::from_secs(binary_args.fetch_read_timeout),
+            total_timeout: Duration::from_secs(binary_args.fetch_total_timeout.max(1)),
+            min_rate: binary_args.fetch_min_rate,
+            max_redirects: binary_args.fetch_max_redirects,
+        },
+    )?;
+    let config = CrawlConfig {
+        delay: Duration::from_millis(args.crawl_delay_ms),
+        recrawl_after: args.recrawl_after,
+        claim_ttl: args.claim_ttl.max(Duration::from_secs(1)),
+        domains: args.crawl_domains.max(1),
+        pass: args.crawl_pass.max(Duration::from_millis(10)),
+        ..CrawlConfig::default()
+    };
+    Ok(Crawl::new(
+        store.clone(),
+        Links::new(store),
+        binaries,
+        fetcher,
+        config,
+    ))
 }

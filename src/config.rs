@@ -22,6 +22,8 @@ pub struct Cli {
 }
 
 #[derive(Subcommand, Debug)]
+// Parsed once per process; boxing the big variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Serve the GraphQL API (the default command).
     Serve(ServeArgs),
@@ -40,7 +42,8 @@ pub enum Command {
     RepairViews(RepairArgs),
     /// Remove originals (with chunks, derivatives and URLs) that no reference points to.
     GcBinaries(GcArgs),
-    /// Re-validate originals fetched from URLs (If-None-Match / If-Modified-Since); re-derive changed ones.
+    /// Make every crawled link due now: the crawler of a running server re-fetches them
+    /// (If-None-Match / If-Modified-Since) and re-derives changed images.
     RecheckBinaries(RecheckArgs),
     /// Rewrite the embedded store's file without its free pages (the server must be stopped).
     Compact(CompactArgs),
@@ -109,6 +112,66 @@ pub struct ServeArgs {
     pub edge: EdgeArgs,
     #[command(flatten)]
     pub binaries: BinaryArgs,
+    #[command(flatten)]
+    pub crawl: CrawlArgs,
+}
+
+/// The crawl frontier: how this instance takes part in fetching binaries' URLs.
+#[derive(Args, Debug, Clone)]
+pub struct CrawlArgs {
+    /// `off`: this instance neither dispatches nor fetches (other instances do).
+    #[arg(long = "crawl", env = "KARTEI_CRAWL", default_value = "on", value_parser = ["on", "off"])]
+    pub crawl: String,
+    /// Least time between two requests to one domain, in milliseconds (a
+    /// larger robots.txt Crawl-delay wins).
+    #[arg(long, env = "KARTEI_CRAWL_DELAY_MS", default_value_t = 1000)]
+    pub crawl_delay_ms: u64,
+    /// A fetched link is fetched again this long after its last fetch
+    /// (`30d`, `12h`, `90m`, `45s`, `500ms`).
+    #[arg(long, env = "KARTEI_RECRAWL_AFTER", default_value = "30d", value_parser = parse_duration)]
+    pub recrawl_after: std::time::Duration,
+    /// The TTL of a fetcher's claim announcement (refreshed at 3/4 of it); a
+    /// killed instance's domains are taken over after it.
+    #[arg(long, env = "KARTEI_CLAIM_TTL", default_value = "15m", value_parser = parse_duration)]
+    pub claim_ttl: std::time::Duration,
+    /// Domains this instance crawls at once (one request in flight per domain).
+    #[arg(long, env = "KARTEI_CRAWL_DOMAINS", default_value_t = 8)]
+    pub crawl_domains: usize,
+    /// How often the dispatcher and fetchers look for work when not woken.
+    #[arg(long, env = "KARTEI_CRAWL_PASS", default_value = "2s", value_parser = parse_duration)]
+    pub crawl_pass: std::time::Duration,
+}
+
+impl Default for CrawlArgs {
+    fn default() -> Self {
+        CrawlArgs {
+            crawl: "on".into(),
+            crawl_delay_ms: 1000,
+            recrawl_after: std::time::Duration::from_secs(30 * 86_400),
+            claim_ttl: std::time::Duration::from_secs(900),
+            crawl_domains: 8,
+            crawl_pass: std::time::Duration::from_secs(2),
+        }
+    }
+}
+
+/// A duration with a unit: `500ms`, `45s`, `90m`, `12h`, `30d`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n
+        .parse()
+        .map_err(|_| format!("{s}: a number with a unit (ms, s, m, h, d)"))?;
+    let secs = |k: u64| std::time::Duration::from_secs(n.saturating_mul(k));
+    Ok(match unit {
+        "ms" => std::time::Duration::from_millis(n),
+        "s" => secs(1),
+        "m" => secs(60),
+        "h" => secs(3600),
+        "d" => secs(86_400),
+        _ => return Err(format!("{s}: the unit must be ms, s, m, h or d")),
+    })
 }
 
 /// How the HTTP edge answers browsers: other origins, caches.
@@ -168,7 +231,7 @@ pub struct BinaryArgs {
         env = "KARTEI_FETCH_ALLOW",
         value_delimiter = ','
     )]
-    pub fetch_allow: Vec<crate::binaries::fetch::Cidr>,
+    pub fetch_allow: Vec<crate::crawl::fetch::Cidr>,
     /// Connect timeout of a download, in seconds.
     #[arg(long, env = "KARTEI_FETCH_CONNECT_TIMEOUT", default_value_t = 10)]
     pub fetch_connect_timeout: u64,
@@ -181,9 +244,6 @@ pub struct BinaryArgs {
     /// Slowest average rate a download may have after its first 10 s, in bytes/s.
     #[arg(long, env = "KARTEI_FETCH_MIN_RATE", default_value_t = 1024)]
     pub fetch_min_rate: u64,
-    /// Downloads one server runs at once (scaling has its own two slots).
-    #[arg(long, env = "KARTEI_FETCH_CONCURRENCY", default_value_t = 8)]
-    pub fetch_concurrency: usize,
     /// Memory all image decodes together may use at once, in bytes (worker and
     /// IIIF); an image that alone needs more is refused.
     #[arg(long, env = "KARTEI_MAX_DECODE_BYTES", default_value_t = 2 << 30)]
@@ -219,7 +279,6 @@ impl Default for BinaryArgs {
             fetch_read_timeout: 30,
             fetch_total_timeout: 120,
             fetch_min_rate: 1024,
-            fetch_concurrency: 8,
             max_decode_bytes: 2 << 30,
             fetch_max_redirects: 5,
             fetch_attempts: 5,
@@ -235,8 +294,6 @@ impl Default for BinaryArgs {
 pub struct RecheckArgs {
     #[command(flatten)]
     pub store: StoreArgs,
-    #[command(flatten)]
-    pub binaries: BinaryArgs,
 }
 
 #[derive(Args, Debug, Clone)]

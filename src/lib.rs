@@ -9,6 +9,7 @@ pub mod binaries;
 pub mod bounds;
 pub mod common;
 pub mod config;
+pub mod crawl;
 pub mod error;
 pub mod graphql;
 pub mod http;
@@ -28,6 +29,7 @@ pub const CQL_FILES: &[(&str, &str)] = &[
         "cql/suggestions.cql",
         include_str!("../cql/suggestions.cql"),
     ),
+    ("cql/crawl.cql", include_str!("../cql/crawl.cql")),
 ];
 
 /// The demo vocabulary loaded by `serve --demo`.
@@ -40,5 +42,6 @@ pub fn tables() -> Vec<&'static store::Table> {
     all.extend(assignments::model::TARGET_TABLES);
     all.extend(binaries::model::TABLES);
     all.extend(suggestions::model::TABLES);
+    all.extend(crawl::model::TABLES);
     all
 }

@@ -45,6 +45,21 @@ struct Metrics {
     suggestion_switches: Family<WikiLabels, Counter>,
     suggestion_age: Family<WikiLabels, prometheus_client::metrics::gauge::Gauge>,
     suggestion_feedback: Counter,
+    crawl_fetches: Family<StatusLabels, Counter>,
+    crawl_robots_excluded: Counter,
+    crawl_claims: Counter,
+    crawl_freed_claims: Counter,
+    crawl_domains: Family<StateLabels, prometheus_client::metrics::gauge::Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    state: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -134,8 +149,43 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Feedback recorded on image suggestions",
         suggestion_feedback.clone(),
     );
+    let crawl_fetches = Family::<StatusLabels, Counter>::default();
+    registry.register(
+        "kartei_crawl_fetches",
+        "Crawler requests by HTTP status (or \"error\" when none came back)",
+        crawl_fetches.clone(),
+    );
+    let crawl_robots_excluded = Counter::default();
+    registry.register(
+        "kartei_crawl_robots_exclusions",
+        "Links robots.txt kept the crawler from",
+        crawl_robots_excluded.clone(),
+    );
+    let crawl_claims = Counter::default();
+    registry.register(
+        "kartei_crawl_claims",
+        "Domains this process claimed for fetching",
+        crawl_claims.clone(),
+    );
+    let crawl_freed_claims = Counter::default();
+    registry.register(
+        "kartei_crawl_freed_claims",
+        "Claims of fetchers that stopped, freed by this process's dispatcher",
+        crawl_freed_claims.clone(),
+    );
+    let crawl_domains = Family::<StateLabels, prometheus_client::metrics::gauge::Gauge>::default();
+    registry.register(
+        "kartei_crawl_queue_domains",
+        "Domains per crawl state, as this process's dispatcher last counted them (queue depth)",
+        crawl_domains.clone(),
+    );
     Metrics {
         registry,
+        crawl_fetches,
+        crawl_robots_excluded,
+        crawl_claims,
+        crawl_freed_claims,
+        crawl_domains,
         suggestion_rows,
         suggestion_bad_lines,
         suggestion_switches,
@@ -208,6 +258,33 @@ pub fn suggestion_dataset_age(wiki: &str, seconds: i64) {
 
 pub fn suggestion_feedback() {
     METRICS.suggestion_feedback.inc();
+}
+
+pub fn crawl_fetch(status: Option<u16>) {
+    let status = status.map_or_else(|| "error".to_owned(), |s| s.to_string());
+    METRICS
+        .crawl_fetches
+        .get_or_create(&StatusLabels { status })
+        .inc();
+}
+
+pub fn crawl_robots_excluded() {
+    METRICS.crawl_robots_excluded.inc();
+}
+
+pub fn crawl_claim() {
+    METRICS.crawl_claims.inc();
+}
+
+pub fn crawl_freed_claim() {
+    METRICS.crawl_freed_claims.inc();
+}
+
+pub fn crawl_domains(state: &'static str, n: usize) {
+    METRICS
+        .crawl_domains
+        .get_or_create(&StateLabels { state })
+        .set(n as i64);
 }
 
 /// Store calls so far.

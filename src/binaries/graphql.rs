@@ -109,6 +109,17 @@ impl Binary {
             .collect()
     }
     /// Every step and failure, oldest first.
+    /// The crawl history of its URL, oldest first (none for an upload).
+    async fn crawls(
+        &self,
+        ctx: &Context<'_>,
+    ) -> Result<Vec<crate::crawl::graphql::CrawlLinkFetch>> {
+        match &self.original.url {
+            Some(url) => crate::crawl::graphql::crawls_of(ctx, url).await,
+            None => Ok(Vec::new()),
+        }
+    }
+
     async fn logs(&self, ctx: &Context<'_>) -> Result<Vec<LogLine>> {
         Ok(binaries(ctx)
             .logs(&self.reference.id)

@@ -2,7 +2,6 @@
 //! stored in chunks and deduplicated by content, four scaled JPEGs, references
 //! grouped by context, logs, and the collector of unreferenced originals.
 
-pub mod fetch;
 pub mod graphql;
 pub mod http;
 pub mod iiif;

@@ -1,5 +1,5 @@
 //! The binaries domain over real HTTP, on both engines: a local image server
-//! on 127.0.0.2 (the only internal address downloads may reach in tests),
+//! on 127.0.0.x (the internal addresses downloads may reach in tests),
 //! registrations, uploads, serving, derivatives, bad input, deletion and
 //! the collector.
 
@@ -62,7 +62,10 @@ struct OriginState {
 }
 
 async fn origin() -> Origin {
-    let listener = tokio::net::TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let ip = crate::support::origin_ip();
+    let listener = tokio::net::TcpListener::bind(format!("{ip}:0"))
+        .await
+        .unwrap();
     let port = listener.local_addr().unwrap().port();
     let state = OriginState {
         hits: Arc::new(AtomicUsize::new(0)),
@@ -150,7 +153,7 @@ async fn origin() -> Origin {
         .with_state(state);
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     Origin {
-        base: format!("http://127.0.0.2:{port}"),
+        base: format!("http://{ip}:{port}"),
         hits,
         version,
     }
@@ -171,17 +174,43 @@ async fn register(srv: &TestServer, url: &str, context: &str) -> (StatusCode, Va
 
 const BINARY: &str = "query($r: ID!) { binary(referenceId: $r) { referenceId originalId context status mime size checksum width height url error logs { message } derivatives { size url } } }";
 
+/// Asks for a re-crawl of `url` (admin).
+async fn recrawl(srv: &TestServer, url: &str) {
+    let d = srv
+        .data(
+            "mutation($u: String!) { recrawl(url: $u) }",
+            json!({"u": url}),
+            Some(&srv.token(&["admin"])),
+        )
+        .await;
+    assert_eq!(d["recrawl"], json!(true));
+}
+
+/// Polls until the binary is as `done` says.
+async fn eventually(srv: &TestServer, reference: &str, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..300 {
+        let d = srv.data(BINARY, json!({"r": reference}), None).await;
+        if done(&d["binary"]) {
+            return d["binary"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{reference} never got there");
+}
+
 /// Polls until the binary leaves PROCESSING/RETRY.
 async fn settled(srv: &TestServer, reference: &str) -> Value {
+    let mut last = Value::Null;
     for _ in 0..300 {
         let d = srv.data(BINARY, json!({"r": reference}), None).await;
         let b = d["binary"].clone();
         if b["status"] != "PROCESSING" && b["status"] != "RETRY" {
             return b;
         }
+        last = b;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("{reference} never settled");
+    panic!("{reference} never settled: {last}");
 }
 
 async fn get(srv: &TestServer, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
@@ -831,19 +860,41 @@ async fn rechecking_revalidates_and_rederives_changed_content(engine: Engine) {
     let before = settled(&srv, &reference).await;
     assert_eq!(before["width"], 640);
     let original = before["originalId"].as_str().unwrap().to_owned();
-    // Unchanged: the server answers 304 to the stored ETag.
-    assert!(!srv.binaries.recheck_original(&original).await.unwrap());
-    let same = srv.data(BINARY, json!({"r": reference}), None).await;
-    assert_eq!(same["binary"]["originalId"], json!(original));
-    assert!(same["binary"]["logs"].to_string().contains("not modified"));
+    // Unchanged: the crawler re-fetches with the stored ETag and gets a 304.
+    let url = format!("{}/changing.jpg", o.base);
+    recrawl(&srv, &url).await;
+    let same = eventually(&srv, &reference, |b| {
+        b["logs"].to_string().contains("not modified")
+    })
+    .await;
+    assert_eq!(same["originalId"], json!(original));
     // Changed: a new original, scaled, and the reference follows it.
     o.version.store(2, Ordering::SeqCst);
-    assert!(srv.binaries.recheck_original(&original).await.unwrap());
-    let after = srv.data(BINARY, json!({"r": reference}), None).await["binary"].clone();
-    assert_ne!(after["originalId"], json!(original));
+    recrawl(&srv, &url).await;
+    let after = eventually(&srv, &reference, |b| {
+        b["originalId"] != json!(original) && b["status"] == "OK"
+    })
+    .await;
     assert_eq!(
         (after["status"].clone(), after["width"].clone()),
         (json!("OK"), json!(300))
+    );
+    // The history: first sighting, the fetch, the 304, the changed fetch.
+    let h = srv
+        .data(
+            "query($u: String!) { crawlLink(url: $u) { firstSighting status } }",
+            json!({"u": url}),
+            Some(&srv.token(&["admin"])),
+        )
+        .await;
+    assert_eq!(
+        h["crawlLink"],
+        json!([
+            {"firstSighting": true, "status": null},
+            {"firstSighting": false, "status": 200},
+            {"firstSighting": false, "status": 304},
+            {"firstSighting": false, "status": 200}
+        ])
     );
     let r = get(
         &srv,

@@ -6,6 +6,7 @@ mod support;
 mod assignments;
 mod binaries;
 mod cli;
+mod crawl;
 mod engine;
 mod hostile;
 mod http;

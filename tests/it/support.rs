@@ -139,6 +139,7 @@ pub struct TestServer {
     pub client: reqwest::Client,
     pub store: DynStore,
     pub binaries: kartei::binaries::service::Binaries,
+    pub crawl: kartei::crawl::service::Crawl,
     auth: Auth,
     _store: TestStore,
 }
@@ -167,18 +168,58 @@ pub async fn binary_server(engine: Engine) -> TestServer {
     server_full(engine, test_limits(), test_binary_args(), true).await
 }
 
-/// Binary settings for tests: downloads may reach 127.0.0.2 (where the test
-/// image servers listen) and nothing else internal; failures retry at once;
-/// nothing is too young to collect.
+/// A loopback address of its own for a test's web server (127.0.0.3 ..
+/// 127.0.0.254, in turn): each is a crawl domain of its own, so tests never
+/// wait for each other's politeness; never 127.0.0.1, which fetches must not reach.
+pub fn origin_ip() -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // Start where another test process on the same shared store is unlikely to be.
+    let offset = std::process::id() % 252;
+    format!("127.0.0.{}", 3 + (offset + n) % 252)
+}
+
+/// The networks test web servers listen on: 127.0.0.2 .. 127.0.0.255, not 127.0.0.1.
+pub fn origin_networks() -> Vec<kartei::crawl::fetch::Cidr> {
+    [
+        "127.0.0.2/31",
+        "127.0.0.4/30",
+        "127.0.0.8/29",
+        "127.0.0.16/28",
+        "127.0.0.32/27",
+        "127.0.0.64/26",
+        "127.0.0.128/25",
+    ]
+    .iter()
+    .map(|c| c.parse().unwrap())
+    .collect()
+}
+
+/// Binary settings for tests: downloads may reach 127.0.0.2 .. 127.0.0.255
+/// (where the test image servers listen) and nothing else internal, not
+/// 127.0.0.1; failures retry at once; nothing is too young to collect.
 pub fn test_binary_args() -> BinaryArgs {
     BinaryArgs {
         max_upload_bytes: 8 << 20,
-        fetch_allow: vec!["127.0.0.2/32".parse().unwrap()],
+        fetch_allow: origin_networks(),
         fetch_attempts: 2,
         fetch_retry_delay: 0,
         fetch_connect_timeout: 2,
         fetch_read_timeout: 2,
         gc_grace: 0,
+        ..Default::default()
+    }
+}
+
+/// Crawler settings for tests: 50 ms between requests to one site (every
+/// test server on the shared Cassandra keyspace may crawl any test's sites,
+/// so they all keep the same spacing), short passes, a short claim TTL (a
+/// stopped fetcher's domains are taken over quickly).
+pub fn test_crawl_args() -> kartei::config::CrawlArgs {
+    kartei::config::CrawlArgs {
+        crawl_delay_ms: 50,
+        crawl_pass: std::time::Duration::from_millis(100),
+        claim_ttl: std::time::Duration::from_secs(2),
         ..Default::default()
     }
 }
@@ -215,12 +256,20 @@ pub async fn router_with(
 ) -> (axum::Router, TestStore) {
     let ts = store(Engine::Embedded).await;
     let binaries = kartei::app::binaries(&test_binary_args(), ts.store.clone()).expect("binaries");
+    let crawl = kartei::app::crawl(
+        &test_crawl_args(),
+        &test_binary_args(),
+        ts.store.clone(),
+        binaries.clone(),
+    )
+    .expect("crawl");
     let app = kartei::app::App::new(
         ts.store.clone(),
         Auth::hs256(SECRET.as_bytes()),
         limits,
         edge,
         binaries,
+        crawl,
     );
     (kartei::http::router(app), ts)
 }
@@ -247,6 +296,17 @@ pub async fn serve_store(
     binary_args: BinaryArgs,
     worker: bool,
 ) -> TestServer {
+    serve_crawling(ts, limits, binary_args, worker.then(test_crawl_args)).await
+}
+
+/// A test server whose worker and crawler run when `crawl` is given.
+pub async fn serve_crawling(
+    ts: TestStore,
+    limits: Limits,
+    binary_args: BinaryArgs,
+    crawl: Option<kartei::config::CrawlArgs>,
+) -> TestServer {
+    let worker = crawl.is_some();
     // Its own count of round trips, whatever other tests do on a shared cluster store.
     let counted: DynStore = Arc::new(Counted::new(ts.store.clone()));
     let binaries = kartei::app::binaries(&binary_args, counted.clone()).expect("binaries");
@@ -256,6 +316,16 @@ pub async fn serve_store(
             std::time::Duration::from_secs(3600),
         );
     }
+    let crawler = kartei::app::crawl(
+        crawl.as_ref().unwrap_or(&test_crawl_args()),
+        &binary_args,
+        counted.clone(),
+        binaries.clone(),
+    )
+    .expect("crawl");
+    if crawl.is_some() {
+        crawler.spawn();
+    }
     let connections = kartei::http::ConnectionLimits::from_limits(&limits);
     let app = kartei::app::App::new(
         counted.clone(),
@@ -263,6 +333,7 @@ pub async fn serve_store(
         limits,
         kartei::config::EdgeArgs::default(),
         binaries.clone(),
+        crawler.clone(),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -287,6 +358,7 @@ pub async fn serve_store(
         client: reqwest::Client::new(),
         store: counted,
         binaries,
+        crawl: crawler,
         auth: Auth::hs256(SECRET.as_bytes()),
         _store: ts,
     }

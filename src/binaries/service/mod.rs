@@ -9,7 +9,10 @@
 //! read. Whichever LWT comes second sees the other: either the collector gives
 //! up, or the new reference sees DELETING and moves to a fresh original.
 //!
-//! Work that outlives a request (downloads, retries, derivatives) is queued in
+//! Bodies from URLs come from the crawl frontier (`crate::crawl`): a new URL
+//! is handed to the [`Frontier`], and the crawler calls
+//! [`Binaries::link_fetched`] with what the site answered. Work that outlives
+//! a request on stored bytes (scaling an upload, a retry of it) is queued in
 //! `pending_originals`, so any instance's worker can do it, and claimed with an
 //! LWT on the original's `next_attempt`.
 
@@ -26,10 +29,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::Notify;
 
-use super::fetch::Fetcher;
 use super::imaging::{self, ImagingLimits};
 use super::model::*;
 use crate::common::{Clock, check_id, parse_time, random_id};
+use crate::crawl::fetch::FetchPolicy;
 use crate::error::{ApiError, ApiResult};
 use crate::store::buckets::bucket_of;
 use crate::store::{Cursor, DynStore, Listed, Mutation, Row, Slice, Table, Value};
@@ -58,8 +61,6 @@ pub struct BinaryConfig {
     pub public_url: Option<String>,
     /// Bytes of computed IIIF responses kept in memory.
     pub iiif_cache_bytes: usize,
-    /// Downloads run at once.
-    pub downloads: usize,
     /// Memory all decodes together may hold (see [`imaging::DecodeBudget`]).
     pub max_decode_bytes: u64,
 }
@@ -74,7 +75,6 @@ impl Default for BinaryConfig {
             gc_grace: Duration::from_secs(600),
             public_url: None,
             iiif_cache_bytes: 64 << 20,
-            downloads: 8,
             max_decode_bytes: 2 << 30,
         }
     }
@@ -96,12 +96,29 @@ pub struct Registered {
     pub status: &'static str,
 }
 
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct RecheckReport {
-    pub checked: u64,
-    pub unchanged: u64,
-    pub changed: u64,
-    pub failed: u64,
+/// What the site answered for a link, as the crawler hands it over.
+pub enum Arrival {
+    Body {
+        body: crate::crawl::fetch::Download,
+        mime: Option<String>,
+        validators: crate::crawl::fetch::Validators,
+    },
+    NotModified,
+    Failed(crate::crawl::fetch::FetchError),
+}
+
+/// What became of the binary behind a fetched link.
+#[derive(Clone, Debug, Default)]
+pub struct Settled {
+    /// The original's status afterwards; `None` when no binary wants the URL.
+    pub status: Option<BinaryStatus>,
+    /// For RETRY: when the next attempt is due (RFC 3339).
+    pub retry_at: Option<String>,
+    /// The content's checksum, when a body was stored.
+    pub checksum: Option<String>,
+    /// The URL's original still waits for a body: a RETRY, or a new original
+    /// the URL was given while this fetch was under way.
+    pub waiting: bool,
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -118,19 +135,29 @@ pub struct Binaries {
 struct Inner {
     store: DynStore,
     config: BinaryConfig,
-    fetcher: Fetcher,
+    /// Which URLs may be registered (the crawler's SSRF rules, checked early).
+    policy: FetchPolicy,
+    /// Where a URL whose body is wanted goes (the crawl frontier).
+    frontier: Arc<dyn Frontier>,
     wake: Arc<Notify>,
     /// Computed IIIF images, and how many may be computed at once.
     render_cache: super::iiif::RenderCache,
     render_slots: tokio::sync::Semaphore,
-    /// The worker's slots: downloads and scaling are counted apart, so that
-    /// an upload waiting to be scaled never waits for a slow download.
-    download_slots: Arc<tokio::sync::Semaphore>,
+    /// The worker's scaling slots.
     scale_slots: Arc<tokio::sync::Semaphore>,
     /// Originals this process is working on (a pass skips them).
     in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
     decode_budget: imaging::DecodeBudget,
     clock: Clock,
+}
+
+/// Where the binaries domain sends a URL whose body it wants: the crawl
+/// frontier, which fetches it politely and hands the answer back through
+/// [`Binaries::link_fetched`].
+#[async_trait::async_trait]
+pub trait Frontier: Send + Sync {
+    /// Queues `url` for a fetch as soon as its site allows (idempotent).
+    async fn want(&self, url: &str) -> ApiResult<()>;
 }
 
 /// Scaling runs on the blocking pool; more at once than cores only adds memory.
@@ -142,7 +169,7 @@ fn touched_at(token: &str) -> Option<time::OffsetDateTime> {
 
 /// A CAS that sets some columns of an original if its status (and optionally
 /// its touched token) is what was read.
-fn original_update(id: &str) -> Row {
+pub(super) fn original_update(id: &str) -> Row {
     Row::new(&ORIGINALS).set("original_id", id)
 }
 
@@ -150,26 +177,32 @@ use chunks::{ChunkWriter, NOT_AN_IMAGE, Received, WriteError};
 pub use render::IiifFailure;
 
 impl Binaries {
-    pub fn new(store: DynStore, config: BinaryConfig, fetcher: Fetcher) -> Self {
-        Self::with_clock(store, config, fetcher, Clock::system())
+    pub fn new(
+        store: DynStore,
+        config: BinaryConfig,
+        policy: FetchPolicy,
+        frontier: Arc<dyn Frontier>,
+    ) -> Self {
+        Self::with_clock(store, config, policy, frontier, Clock::system())
     }
 
     /// A service reading time from `clock` (tests of leases and grace periods).
     pub fn with_clock(
         store: DynStore,
         config: BinaryConfig,
-        fetcher: Fetcher,
+        policy: FetchPolicy,
+        frontier: Arc<dyn Frontier>,
         clock: Clock,
     ) -> Self {
         Binaries {
             inner: Arc::new(Inner {
                 store,
                 config: config.clone(),
-                fetcher,
+                policy,
+                frontier,
                 wake: Arc::new(Notify::new()),
                 render_cache: super::iiif::RenderCache::new(config.iiif_cache_bytes),
                 render_slots: tokio::sync::Semaphore::new(2),
-                download_slots: Arc::new(tokio::sync::Semaphore::new(config.downloads.max(1))),
                 scale_slots: Arc::new(tokio::sync::Semaphore::new(SCALE_SLOTS)),
                 in_flight: Default::default(),
                 decode_budget: imaging::DecodeBudget::new(config.max_decode_bytes),

@@ -6,18 +6,20 @@ use futures::{Stream, StreamExt};
 
 use super::*;
 use crate::auth::{Principal, Role};
-use crate::binaries::fetch::{check_host_now, check_url};
 use crate::binaries::imaging;
 use crate::binaries::model::*;
 use crate::common::{check_id, random_id};
+use crate::crawl::fetch::{check_host_now, check_url};
 use crate::error::{ApiError, ApiResult};
 use crate::store::{Cas, Condition, Mutation, Row};
 
 impl Binaries {
     // ----- registering -----
 
-    /// Registers a URL under a context: reuses the URL's original, or queues a
-    /// download. Answers at once.
+    /// Registers a URL under a context: reuses the URL's original, or gives
+    /// the URL to the crawl frontier (while its original waits for a body,
+    /// every registration hands it over again, which heals a hand-over lost
+    /// to a failure). Answers at once.
     pub async fn register_url(
         &self,
         who: &Principal,
@@ -27,7 +29,7 @@ impl Binaries {
     ) -> ApiResult<Registered> {
         who.require_any(&[Role::Machine, Role::Admin])?;
         check_id("context", context)?;
-        let policy = self.inner.fetcher.policy();
+        let policy = &self.inner.policy;
         let parsed = check_url(policy, url.trim()).map_err(ApiError::BadUserInput)?;
         check_host_now(policy, &parsed)
             .await
@@ -83,7 +85,13 @@ impl Binaries {
                     )
                     .await?;
                 }
-                self.inner.wake.notify_one();
+                if matches!(
+                    o.status,
+                    None | Some(BinaryStatus::Processing | BinaryStatus::Retry)
+                ) && o.parts.is_none()
+                {
+                    self.inner.frontier.want(&url).await?;
+                }
                 return Ok(Registered {
                     reference_id: r.id,
                     original_id,
@@ -138,14 +146,11 @@ impl Binaries {
             .applied;
         if created {
             self.store()
-                .apply(vec![
-                    Mutation::upsert(
-                        Row::new(&URLS_ORIGINAL)
-                            .set("original_id", id)
-                            .set("url", url),
-                    ),
-                    Mutation::upsert(pending_row(id, &self.now())),
-                ])
+                .apply(vec![Mutation::upsert(
+                    Row::new(&URLS_ORIGINAL)
+                        .set("original_id", id)
+                        .set("url", url),
+                )])
                 .await?;
         }
         Ok(())

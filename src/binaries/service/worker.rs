@@ -1,15 +1,17 @@
-//! The background worker: claims due originals, downloads the ones that come
-//! from a URL (the seam where a body arrives for an original), scales them,
-//! and settles the outcome (OK, RETRY with a doubling delay, ERROR).
+//! The background worker and the entry point for fetched bodies: the worker
+//! claims due originals whose bytes are stored (uploads) and scales them;
+//! [`Binaries::link_fetched`] takes what the crawler fetched for a URL (the
+//! seam where a body arrives for an original). Both settle the outcome (OK,
+//! RETRY with a doubling delay, ERROR).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::binaries::fetch::{FetchError, Fetched, Validators};
 use crate::binaries::imaging;
 use crate::binaries::model::*;
 use crate::common::parse_time;
+use crate::crawl::fetch::{Download, FetchError, Validators};
 use crate::error::{ApiError, ApiResult};
 use crate::store::buckets::{all_buckets, bucket_of, merged_slice};
 use crate::store::{Cas, Condition, Mutation, Row, Slice, Value};
@@ -67,9 +69,7 @@ impl Binaries {
         let mut after = None;
         let now = self.now();
         loop {
-            if self.inner.download_slots.available_permits() == 0
-                && self.inner.scale_slots.available_permits() == 0
-            {
+            if self.inner.scale_slots.available_permits() == 0 {
                 return Ok(started);
             }
             let page = merged_slice(
@@ -88,12 +88,16 @@ impl Binaries {
                     self.unqueue(&id).await?;
                     continue;
                 };
-                let slots = if o.parts.is_none() {
-                    &self.inner.download_slots
-                } else {
-                    &self.inner.scale_slots
-                };
-                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                if o.parts.is_none()
+                    && let Some(url) = &o.url
+                {
+                    // Its body comes from the crawler (a queue row of an
+                    // older version).
+                    self.inner.frontier.want(url).await?;
+                    self.unqueue(&id).await?;
+                    continue;
+                }
+                let Ok(slot) = self.inner.scale_slots.clone().try_acquire_owned() else {
                     continue;
                 };
                 self.inner
@@ -162,19 +166,7 @@ impl Binaries {
         {
             return Ok(false);
         }
-        // Claim: move next_attempt past the lease, if nobody else did.
-        let claim = self
-            .store()
-            .cas(Cas {
-                row: original_update(id).set("next_attempt", self.later(LEASE)),
-                condition: Condition::Equals(vec![
-                    ("status", Some(status.as_str().into())),
-                    ("next_attempt", o.next_attempt.clone().map(Value::Text)),
-                ]),
-                ttl: None,
-            })
-            .await?;
-        if !claim.applied {
+        if !self.claim(&o, status).await? {
             return Ok(false);
         }
         let outcome = self.work(&o, slot).await;
@@ -182,9 +174,25 @@ impl Binaries {
         Ok(true)
     }
 
-    /// Does the work a claimed original needs: fetch its body when it has
-    /// none yet, then scale it. Holds `slot` (a download slot first, then a
-    /// scaling slot).
+    /// Claims an original for work: moves `next_attempt` past the lease, if
+    /// nobody else did since `o` was read.
+    async fn claim(&self, o: &Original, status: BinaryStatus) -> ApiResult<bool> {
+        Ok(self
+            .store()
+            .cas(Cas {
+                row: original_update(&o.id).set("next_attempt", self.later(LEASE)),
+                condition: Condition::Equals(vec![
+                    ("status", Some(status.as_str().into())),
+                    ("next_attempt", o.next_attempt.clone().map(Value::Text)),
+                ]),
+                ttl: None,
+            })
+            .await?
+            .applied)
+    }
+
+    /// Does the work a claimed original needs: scale its stored bytes,
+    /// holding a scaling slot.
     pub(super) async fn work(
         &self,
         o: &Original,
@@ -193,24 +201,144 @@ impl Binaries {
         if o.parts.is_some() {
             return self.scale(o.clone(), None, slot).await;
         }
-        let Some(url) = o.url.clone() else {
-            return Err(FetchError::Permanent("the upload never finished".into()));
-        };
-        self.log_original(&o.id, &format!("downloading {url}"))
-            .await;
-        let (received, mime, validators) = self
-            .download(&o.id, &url, &Validators::default())
+        Err(FetchError::Permanent("the upload never finished".into()))
+    }
+
+    /// What the crawler fetched for `url`: a body is stored and scaled for the
+    /// URL's original waiting for one (PROCESSING or RETRY), or revalidates
+    /// an OK one (a re-crawl: unchanged content only updates `last_checked`,
+    /// changed content becomes a new original the references move to); a
+    /// failure settles the waiting original as RETRY or ERROR.
+    pub async fn link_fetched(&self, url: &str, arrival: Arrival) -> ApiResult<Settled> {
+        let Some(id) = self
+            .store()
+            .get(&URLS, &[url.into()])
             .await?
-            .ok_or_else(|| FetchError::Temporary("unexpected 304".into()))?;
-        // The download slot goes back before this waits to be scaled.
-        drop(slot);
-        self.body_arrived(o, &url, received, mime, validators).await
+            .map(|r| r.string("original_id"))
+        else {
+            return Ok(Settled::default());
+        };
+        let Some(o) = self.original(&id).await? else {
+            return Ok(Settled::default());
+        };
+        match o.status {
+            Some(status @ (BinaryStatus::Processing | BinaryStatus::Retry))
+                if o.parts.is_none() =>
+            {
+                if !self.claim(&o, status).await? {
+                    return self.settled(url, &id).await;
+                }
+                self.inner
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.clone());
+                let outcome = match arrival {
+                    Arrival::Body {
+                        body,
+                        mime,
+                        validators,
+                    } => match self.receive(&id, body, mime.as_deref()).await {
+                        Ok(received) => {
+                            self.body_arrived(&o, url, received, mime, validators).await
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Arrival::NotModified => Err(FetchError::Temporary(
+                        "the server answered 304 to an unconditional request".into(),
+                    )),
+                    Arrival::Failed(e) => Err(e),
+                };
+                let settled = self.settle(&o, status, outcome).await;
+                self.inner
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+                settled?;
+                self.settled(url, &id).await
+            }
+            Some(BinaryStatus::Ok) => {
+                if let Err(e) = self.refetched(&o, arrival).await {
+                    self.log_original(&id, &format!("re-crawl failed: {}", e.message()))
+                        .await;
+                }
+                self.settled(url, &id).await
+            }
+            _ => self.settled(url, &id).await,
+        }
+    }
+
+    /// The state of the URL's original after a fetch, for the crawler, read
+    /// again through the URL: `fetched_for` is the original the body went
+    /// to; the URL may have a new one by now, which still waits for a body.
+    async fn settled(&self, url: &str, fetched_for: &str) -> ApiResult<Settled> {
+        let Some(id) = self
+            .store()
+            .get(&URLS, &[url.into()])
+            .await?
+            .map(|r| r.string("original_id"))
+        else {
+            return Ok(Settled::default());
+        };
+        let o = self.original(&id).await?;
+        Ok(match o {
+            None => Settled::default(),
+            Some(o) => Settled {
+                retry_at: (o.status == Some(BinaryStatus::Retry))
+                    .then(|| o.next_attempt.clone())
+                    .flatten(),
+                checksum: o.checksum.clone(),
+                waiting: o.parts.is_none()
+                    && (o.status == Some(BinaryStatus::Retry)
+                        || (o.status == Some(BinaryStatus::Processing) && o.id != fetched_for)),
+                status: o.status,
+            },
+        })
+    }
+
+    /// Makes the URL's original wait for a body again when it ended in ERROR
+    /// (an admin asked for a re-crawl); `true` when it did.
+    pub async fn retry_url(&self, url: &str) -> ApiResult<bool> {
+        let Some(id) = self
+            .store()
+            .get(&URLS, &[url.into()])
+            .await?
+            .map(|r| r.string("original_id"))
+        else {
+            return Ok(false);
+        };
+        let Some(o) = self.original(&id).await? else {
+            return Ok(false);
+        };
+        if o.status != Some(BinaryStatus::Error) || o.parts.is_some() {
+            return Ok(false);
+        }
+        let reset = self
+            .store()
+            .cas(Cas {
+                row: original_update(&id)
+                    .set("status", BinaryStatus::Processing.as_str())
+                    .set("attempts", 0)
+                    .set("next_attempt", self.now()),
+                condition: Condition::Equals(vec![(
+                    "status",
+                    Some(BinaryStatus::Error.as_str().into()),
+                )]),
+                ttl: None,
+            })
+            .await?;
+        if reset.applied {
+            self.log_original(&id, "an admin asked for a re-crawl")
+                .await;
+        }
+        Ok(reset.applied)
     }
 
     /// THE SEAM where a fetched body enters the pipeline: its chunks are
     /// stored under `o`; this checks that it is an image, moves the
     /// references to an identical original stored before, or scales it.
-    /// (The crawl frontier will call this when it has fetched a link.)
+    /// (The crawler reaches it through [`Binaries::link_fetched`].)
     pub(super) async fn body_arrived(
         &self,
         o: &Original,
@@ -347,22 +475,13 @@ impl Binaries {
         Ok(())
     }
 
-    /// Streams a URL into chunk rows of `id`. `None` when the server answered
-    /// 304 to the validators.
-    pub(super) async fn download(
+    /// Streams a fetched body into chunk rows of `id`.
+    pub(super) async fn receive(
         &self,
         id: &str,
-        url: &str,
-        validators: &Validators,
-    ) -> Result<Option<(Received, Option<String>, Validators)>, FetchError> {
-        let (mut body, mime, validators) = match self.inner.fetcher.get(url, validators).await? {
-            Fetched::Body {
-                body,
-                mime,
-                validators,
-            } => (body, mime, validators),
-            Fetched::NotModified => return Ok(None),
-        };
+        mut body: Download,
+        mime: Option<&str>,
+    ) -> Result<Received, FetchError> {
         let mut writer = ChunkWriter::new(self, id);
         while let Some(piece) = body.next_chunk().await? {
             match writer.push(&piece).await {
@@ -376,7 +495,7 @@ impl Binaries {
                 Err(WriteError::NotAnImage) => {
                     return Err(FetchError::Permanent(format!(
                         "{NOT_AN_IMAGE} (the server said {})",
-                        mime.as_deref().unwrap_or("nothing")
+                        mime.unwrap_or("nothing")
                     )));
                 }
                 Err(WriteError::Store(e)) => return Err(FetchError::Temporary(e.message())),
@@ -384,7 +503,7 @@ impl Binaries {
         }
         match writer.finish().await {
             Ok(r) if r.size == 0 => Err(FetchError::Permanent("the server sent no bytes".into())),
-            Ok(r) => Ok(Some((r, mime, validators))),
+            Ok(r) => Ok(r),
             Err(WriteError::TooLarge | WriteError::NotAnImage) => {
                 Err(FetchError::Permanent("too large".into()))
             }
@@ -493,9 +612,13 @@ impl Binaries {
                         ttl: None,
                     })
                     .await?;
-                self.store()
-                    .apply(vec![Mutation::upsert(pending_row(id, &due))])
-                    .await?;
+                // Stored bytes are retried by the worker; a URL's body by
+                // the crawler, which re-queues the link for `due`.
+                if o.parts.is_some() || o.url.is_none() {
+                    self.store()
+                        .apply(vec![Mutation::upsert(pending_row(id, &due))])
+                        .await?;
+                }
             }
         }
         Ok(())

@@ -1,4 +1,4 @@
-//! Fetching originals from the web without becoming a proxy into our own
+//! The crawler's HTTP client: fetching from the web without becoming a proxy into our own
 //! network (SSRF). Every address a connection may use comes from our own
 //! resolver, which drops loopback, private, link-local, multicast and
 //! unspecified addresses unless an allow-listed CIDR covers them; IP-literal
@@ -221,12 +221,53 @@ pub struct Validators {
 
 pub enum Fetched {
     /// 304: the content has not changed.
-    NotModified,
+    NotModified { response: Response },
+    /// 2xx: the body follows.
     Body {
         body: Download,
         mime: Option<String>,
         validators: Validators,
+        response: Response,
     },
+    /// Any other status (4xx, 5xx, 429), with the delay the server asked for.
+    Refused {
+        response: Response,
+        retry_after: Option<Duration>,
+    },
+}
+
+/// What the crawler records of every answer (the links row).
+#[derive(Clone, Debug, Default)]
+pub struct Response {
+    pub status: u16,
+    /// The URL that answered, when redirects led elsewhere.
+    pub redirected_to: Option<String>,
+    /// The response headers, `name: value`, at most [`MAX_HEADERS`] of them
+    /// and [`MAX_HEADER_BYTES`] in all.
+    pub headers: Vec<String>,
+}
+
+pub const MAX_HEADERS: usize = 32;
+pub const MAX_HEADER_BYTES: usize = 4096;
+
+impl Fetched {
+    pub fn response(&self) -> &Response {
+        match self {
+            Fetched::NotModified { response }
+            | Fetched::Body { response, .. }
+            | Fetched::Refused { response, .. } => response,
+        }
+    }
+}
+
+/// A `Retry-After` value: seconds, or an HTTP date (RFC 9110 10.2.3).
+pub fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 #[derive(Clone)]
@@ -327,24 +368,32 @@ impl Fetcher {
         {
             headers.insert(IF_MODIFIED_SINCE, m);
         }
+        let parsed_for_compare = parsed.clone();
         let response = self.client.get(parsed).headers(headers).send();
         let response = tokio::time::timeout_at(deadline, response)
             .await
             .map_err(|_| past_deadline(self.limits.total_timeout))?
             .map_err(classify)?;
         let status = response.status();
+        let recorded = Response {
+            status: status.as_u16(),
+            redirected_to: (response.url() != &parsed_for_compare)
+                .then(|| response.url().to_string()),
+            headers: kept_headers(response.headers()),
+        };
         if status == reqwest::StatusCode::NOT_MODIFIED {
-            return Ok(Fetched::NotModified);
-        }
-        if status.is_server_error() || status == reqwest::StatusCode::TOO_MANY_REQUESTS {
-            return Err(FetchError::Temporary(format!(
-                "the server answered {status}"
-            )));
+            return Ok(Fetched::NotModified { response: recorded });
         }
         if !status.is_success() {
-            return Err(FetchError::Permanent(format!(
-                "the server answered {status}"
-            )));
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| retry_after(v, std::time::SystemTime::now()));
+            return Ok(Fetched::Refused {
+                response: recorded,
+                retry_after,
+            });
         }
         if let Some(len) = response.content_length()
             && len > self.limits.max_bytes
@@ -378,8 +427,43 @@ impl Fetcher {
             },
             mime,
             validators,
+            response: recorded,
         })
     }
+
+    /// A small body in full (robots.txt), at most `max` bytes (the rest is cut).
+    pub async fn small(&self, url: &str, max: usize) -> Result<(u16, Vec<u8>), FetchError> {
+        match self.get(url, &Validators::default()).await? {
+            Fetched::Body {
+                mut body, response, ..
+            } => {
+                let mut out = Vec::new();
+                while let Some(piece) = body.next_chunk().await? {
+                    let room = max.saturating_sub(out.len());
+                    out.extend_from_slice(&piece[..piece.len().min(room)]);
+                    if out.len() >= max {
+                        break;
+                    }
+                }
+                Ok((response.status, out))
+            }
+            other => Ok((other.response().status, Vec::new())),
+        }
+    }
+}
+
+fn kept_headers(map: &HeaderMap) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    for (name, value) in map {
+        let line = format!("{}: {}", name, String::from_utf8_lossy(value.as_bytes()));
+        if out.len() >= MAX_HEADERS || bytes + line.len() > MAX_HEADER_BYTES {
+            break;
+        }
+        bytes += line.len();
+        out.push(line);
+    }
+    out
 }
 
 fn classify(e: reqwest::Error) -> FetchError {
@@ -414,6 +498,17 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_takes_seconds_or_a_date() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        assert_eq!(retry_after("120", now), Some(Duration::from_secs(120)));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        assert_eq!(retry_after(&later, now), Some(Duration::from_secs(30)));
+        let earlier = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(retry_after(&earlier, now), Some(Duration::ZERO));
+        assert_eq!(retry_after("soon", now), None);
+    }
 
     #[test]
     fn internal_addresses_are_refused_unless_allowed() {

@@ -1,0 +1,123 @@
+//! robots.txt per site (RFC 9309, parsed by `texting_robots`): fetched
+//! through the crawler's SSRF-safe client, cached for a day. A 4xx answer
+//! means no rules; a 5xx answer or no answer means "try later" (the RFC's
+//! "unreachable": assume complete disallow until it can be read).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use texting_robots::Robot;
+
+use super::fetch::{FetchError, Fetcher};
+
+/// The user agent token robots.txt groups are matched against.
+pub const AGENT: &str = "kartei";
+/// How long a site's rules are kept.
+const KEEP: Duration = Duration::from_secs(24 * 3600);
+/// The most of a robots.txt that is read (the RFC asks for at least 500 KiB).
+const MAX_BYTES: usize = 512 * 1024;
+/// Sites whose rules are kept at once.
+const MAX_SITES: usize = 10_000;
+
+#[derive(Clone)]
+pub enum Rules {
+    /// No robots.txt (4xx), or an empty one.
+    AllowAll,
+    Parsed(Arc<Robot>),
+}
+
+impl Rules {
+    pub fn allowed(&self, url: &str) -> bool {
+        match self {
+            Rules::AllowAll => true,
+            Rules::Parsed(r) => r.allowed(url),
+        }
+    }
+
+    /// The Crawl-delay asked for our agent (or `*`).
+    pub fn delay(&self) -> Option<Duration> {
+        match self {
+            Rules::AllowAll => None,
+            Rules::Parsed(r) => r
+                .delay
+                .filter(|d| d.is_finite() && *d > 0.0)
+                .map(|d| Duration::from_secs_f32(d.min(86_400.0))),
+        }
+    }
+}
+
+/// Parses a robots.txt body as the RFC says (an unparsable one allows all).
+pub fn parse(body: &[u8]) -> Rules {
+    match Robot::new(AGENT, body) {
+        Ok(r) => Rules::Parsed(Arc::new(r)),
+        Err(_) => Rules::AllowAll,
+    }
+}
+
+#[derive(Default)]
+pub struct RobotsCache {
+    sites: Mutex<HashMap<String, (Instant, Rules)>>,
+}
+
+impl RobotsCache {
+    /// The cached rules of `site` (`scheme://host[:port]`), if fresh.
+    pub fn cached(&self, site: &str) -> Option<Rules> {
+        let sites = self.sites.lock().unwrap_or_else(|p| p.into_inner());
+        sites
+            .get(site)
+            .filter(|(at, _)| at.elapsed() < KEEP)
+            .map(|(_, r)| r.clone())
+    }
+
+    /// Fetches and caches the rules of `site`; a temporary failure when the
+    /// file cannot be read now (the links wait).
+    pub async fn fetch(&self, fetcher: &Fetcher, site: &str) -> Result<Rules, FetchError> {
+        let (status, body) = fetcher
+            .small(&format!("{site}/robots.txt"), MAX_BYTES)
+            .await
+            .map_err(|e| match e {
+                FetchError::Permanent(m) | FetchError::Temporary(m) => {
+                    FetchError::Temporary(format!("robots.txt of {site} could not be read: {m}"))
+                }
+            })?;
+        let rules = match status {
+            200..=299 => parse(&body),
+            400..=499 => Rules::AllowAll,
+            _ => {
+                return Err(FetchError::Temporary(format!(
+                    "robots.txt of {site} answered {status}"
+                )));
+            }
+        };
+        let mut sites = self.sites.lock().unwrap_or_else(|p| p.into_inner());
+        if sites.len() >= MAX_SITES {
+            sites.retain(|_, (at, _)| at.elapsed() < KEEP);
+            if sites.len() >= MAX_SITES {
+                sites.clear();
+            }
+        }
+        sites.insert(site.to_owned(), (Instant::now(), rules.clone()));
+        Ok(rules)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rules_for_our_agent_apply() {
+        let r = parse(
+            b"User-agent: *\nDisallow: /\n\nUser-agent: kartei\nDisallow: /private/\nAllow: /private/ok.jpg\nCrawl-delay: 2\n",
+        );
+        assert!(r.allowed("http://h/a.jpg"));
+        assert!(!r.allowed("http://h/private/x.jpg"));
+        assert!(r.allowed("http://h/private/ok.jpg"));
+        assert_eq!(r.delay(), Some(Duration::from_secs(2)));
+        let r = parse(b"User-agent: *\nDisallow: /\n");
+        assert!(!r.allowed("http://h/a.jpg"));
+        assert_eq!(parse(b"").delay(), None);
+        assert!(parse(b"\xff\xfe garbage").allowed("http://h/a"));
+    }
+}

@@ -1,0 +1,511 @@
+//! The crawl frontier: robots.txt and the delay per domain, several instances
+//! sharing one crawl (every URL fetched once), an instance that dies mid-crawl,
+//! Retry-After, exclusion and the admin's levers. The web sites are real HTTP
+//! servers on addresses of their own (127.0.0.x), which count every request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use kartei::auth::{Principal, Role};
+use kartei::binaries::model::BinaryStatus;
+use kartei::binaries::service::Binaries;
+use kartei::config::CrawlArgs;
+use serde_json::{Value, json};
+
+use crate::binaries::jpeg;
+use crate::both_engines;
+use crate::support::{
+    Engine, TestServer, code, origin_ip, serve_crawling, store, test_binary_args, test_crawl_args,
+    test_limits, uid,
+};
+
+/// A web site that logs every request (path, when it arrived).
+#[derive(Clone)]
+struct Site {
+    base: String,
+    log: Arc<Mutex<Vec<(String, Instant)>>>,
+}
+
+#[derive(Clone)]
+struct SiteState {
+    log: Arc<Mutex<Vec<(String, Instant)>>>,
+    robots: Option<&'static str>,
+    /// Each image answer waits this long (a slow site).
+    slow: Duration,
+    busy_left: Arc<Mutex<u32>>,
+}
+
+/// A distinct small JPEG per name (the binaries domain folds identical content).
+fn image_for(name: &str) -> Vec<u8> {
+    let h = name
+        .bytes()
+        .fold(7u32, |a, b| a.wrapping_mul(31).wrapping_add(u32::from(b)));
+    jpeg(16 + h % 40, 16 + (h / 40) % 40 + (name.len() as u32 % 7))
+}
+
+async fn site(robots: Option<&'static str>, slow: Duration) -> Site {
+    let ip = origin_ip();
+    let listener = tokio::net::TcpListener::bind(format!("{ip}:0"))
+        .await
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let state = SiteState {
+        log: log.clone(),
+        robots,
+        slow,
+        busy_left: Arc::new(Mutex::new(1)),
+    };
+    async fn note(s: &SiteState, path: String) {
+        s.log.lock().unwrap().push((path, Instant::now()));
+    }
+    let app = axum::Router::new()
+        .route(
+            "/robots.txt",
+            get(|State(s): State<SiteState>| async move {
+                note(&s, "/robots.txt".into()).await;
+                match s.robots {
+                    Some(text) => text.into_response(),
+                    None => StatusCode::NOT_FOUND.into_response(),
+                }
+            }),
+        )
+        .route(
+            "/busy.jpg",
+            get(|State(s): State<SiteState>| async move {
+                note(&s, "/busy.jpg".into()).await;
+                let first = {
+                    let mut left = s.busy_left.lock().unwrap();
+                    let first = *left > 0;
+                    *left = left.saturating_sub(1);
+                    first
+                };
+                if first {
+                    return (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")])
+                        .into_response();
+                }
+                ([(header::CONTENT_TYPE, "image/jpeg")], image_for("busy")).into_response()
+            }),
+        )
+        .route(
+            "/{dir}/{name}",
+            get(
+                |State(s): State<SiteState>, Path((dir, name)): Path<(String, String)>| async move {
+                    note(&s, format!("/{dir}/{name}")).await;
+                    tokio::time::sleep(s.slow).await;
+                    (
+                        [(header::CONTENT_TYPE, "image/jpeg")],
+                        image_for(&format!("{dir}/{name}")),
+                    )
+                },
+            ),
+        )
+        .with_state(state);
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Site {
+        base: format!("http://{ip}:{port}"),
+        log,
+    }
+}
+
+impl Site {
+    fn requests(&self) -> Vec<(String, Instant)> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn hits(&self) -> HashMap<String, usize> {
+        let mut out = HashMap::new();
+        for (p, _) in self.requests() {
+            *out.entry(p).or_insert(0) += 1;
+        }
+        out
+    }
+
+    /// The shortest gap between two requests that arrived one after the other.
+    fn min_gap(&self) -> Option<Duration> {
+        let mut at: Vec<Instant> = self.requests().into_iter().map(|(_, t)| t).collect();
+        at.sort();
+        at.windows(2).map(|w| w[1] - w[0]).min()
+    }
+}
+
+fn machine() -> Principal {
+    Principal::local("crawl-test", &[Role::Machine])
+}
+
+async fn register(b: &Binaries, url: &str) -> String {
+    b.register_url(&machine(), url, &format!("crawl-{}", uid()), None)
+        .await
+        .expect("register")
+        .reference_id
+}
+
+/// Waits until every reference's binary is settled (not PROCESSING or RETRY);
+/// returns their statuses.
+async fn all_settled(b: &Binaries, refs: &[String], bound: Duration) -> Vec<BinaryStatus> {
+    let started = Instant::now();
+    loop {
+        let mut out = Vec::new();
+        for r in refs {
+            let (_, o) = b.resolve(r).await.unwrap().expect("the reference");
+            match o.status {
+                Some(BinaryStatus::Processing | BinaryStatus::Retry) | None => break,
+                Some(s) => out.push(s),
+            }
+        }
+        if out.len() == refs.len() {
+            return out;
+        }
+        assert!(
+            started.elapsed() < bound,
+            "{} of {} settled after {bound:?}",
+            out.len(),
+            refs.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn crawl_args(delay_ms: u64) -> CrawlArgs {
+    CrawlArgs {
+        crawl_delay_ms: delay_ms,
+        ..test_crawl_args()
+    }
+}
+
+async fn crawling_server(engine: Engine, args: Option<CrawlArgs>) -> TestServer {
+    serve_crawling(store(engine).await, test_limits(), test_binary_args(), args).await
+}
+
+async fn robots_txt_and_the_delay_are_honoured(engine: Engine) {
+    let srv = crawling_server(engine, Some(crawl_args(200))).await;
+    let s = site(
+        Some("User-agent: *\nDisallow: /\n\nUser-agent: kartei\nDisallow: /private/\nCrawl-delay: 1\n"),
+        Duration::ZERO,
+    )
+    .await;
+    let open: Vec<String> = (0..3).map(|i| format!("{}/open/{i}.jpg", s.base)).collect();
+    let private = format!("{}/private/x.jpg", s.base);
+    let mut refs = Vec::new();
+    for u in &open {
+        refs.push(register(&srv.binaries, u).await);
+    }
+    let private_ref = register(&srv.binaries, &private).await;
+    refs.push(private_ref.clone());
+    let statuses = all_settled(&srv.binaries, &refs, Duration::from_secs(60)).await;
+    assert_eq!(
+        statuses,
+        vec![
+            BinaryStatus::Ok,
+            BinaryStatus::Ok,
+            BinaryStatus::Ok,
+            BinaryStatus::Error
+        ]
+    );
+    let (_, o) = srv.binaries.resolve(&private_ref).await.unwrap().unwrap();
+    assert!(o.error.unwrap_or_default().contains("robots.txt"));
+    let hits = s.hits();
+    assert_eq!(hits.get("/robots.txt"), Some(&1), "{hits:?}");
+    assert_eq!(hits.get("/private/x.jpg"), None, "{hits:?}");
+    for i in 0..3 {
+        assert_eq!(hits.get(&format!("/open/{i}.jpg")), Some(&1), "{hits:?}");
+    }
+    // robots.txt asks for 1 s, more than the 200 ms of the flag.
+    let gap = s.min_gap().unwrap();
+    assert!(gap >= Duration::from_millis(1000), "{gap:?}");
+    // The history says why.
+    let h = srv
+        .data(
+            "query($u: String!) { crawlLink(url: $u) { firstSighting robotsExcluded status error } }",
+            json!({"u": private}),
+            Some(&srv.token(&["admin"])),
+        )
+        .await;
+    let rows = h["crawlLink"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{h}");
+    assert_eq!(rows[1]["robotsExcluded"], json!(true));
+    assert_eq!(rows[1]["status"], Value::Null);
+}
+
+/// Two crawl services over one store (two instances), 500 URLs over 20 sites.
+async fn instances_share_the_crawl_and_fetch_each_url_once(engine: Engine) {
+    let srv = crawling_server(engine, Some(crawl_args(50))).await;
+    let second_binaries =
+        kartei::app::binaries(&test_binary_args(), srv.store.clone()).expect("binaries");
+    let second = kartei::app::crawl(
+        &crawl_args(50),
+        &test_binary_args(),
+        srv.store.clone(),
+        second_binaries,
+    )
+    .expect("crawl");
+    second.spawn();
+    let mut sites = Vec::new();
+    for _ in 0..20 {
+        sites.push(site(None, Duration::ZERO).await);
+    }
+    let mut refs = Vec::new();
+    for i in 0..25 {
+        for s in &sites {
+            refs.push(register(&srv.binaries, &format!("{}/img/{i}.jpg", s.base)).await);
+        }
+    }
+    let statuses = all_settled(&srv.binaries, &refs, Duration::from_secs(240)).await;
+    assert!(
+        statuses.iter().all(|s| *s == BinaryStatus::Ok),
+        "{statuses:?}"
+    );
+    for s in &sites {
+        let hits = s.hits();
+        for i in 0..25 {
+            assert_eq!(hits.get(&format!("/img/{i}.jpg")), Some(&1), "{hits:?}");
+        }
+        let gap = s.min_gap().unwrap();
+        assert!(gap >= Duration::from_millis(50), "{} {gap:?}", s.base);
+    }
+    let (a, b) = (srv.crawl.fetched(), second.fetched());
+    if engine == Engine::Embedded {
+        assert_eq!(a + b, 500);
+        assert!(a > 0 && b > 0, "both instances fetched: {a} and {b}");
+    } else {
+        // Other tests' servers on the shared keyspace crawl too.
+        assert!(a + b > 0 && a + b <= 500, "{a} + {b}");
+    }
+}
+
+/// An instance dies mid-crawl (its runtime stops, as under kill -9): the
+/// other takes its domain over once the dead one's announcement expires.
+async fn a_dead_instance_s_domain_is_taken_over(engine: Engine) {
+    let ts = store(engine).await;
+    let shared = ts.store.clone();
+    let s = site(None, Duration::from_millis(150)).await;
+    let binaries = kartei::app::binaries(&test_binary_args(), shared.clone()).expect("binaries");
+    let urls: Vec<String> = (0..20)
+        .map(|i| format!("{}/slow/{i}.jpg", s.base))
+        .collect();
+    let mut refs = Vec::new();
+    for u in &urls {
+        refs.push(register(&binaries, u).await);
+    }
+    // The first instance, in a runtime of its own.
+    let doomed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    {
+        let shared = shared.clone();
+        doomed.spawn(async move {
+            let b = kartei::app::binaries(&test_binary_args(), shared.clone()).expect("binaries");
+            let c =
+                kartei::app::crawl(&crawl_args(50), &test_binary_args(), shared, b).expect("crawl");
+            c.spawn();
+            std::future::pending::<()>().await;
+        });
+    }
+    let started = Instant::now();
+    while s
+        .requests()
+        .iter()
+        .filter(|(p, _)| p.starts_with("/slow/"))
+        .count()
+        < 4
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the first instance never crawled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    doomed.shutdown_background();
+    let killed_at = Instant::now();
+    let survivor = kartei::app::crawl(
+        &crawl_args(50),
+        &test_binary_args(),
+        shared,
+        binaries.clone(),
+    )
+    .expect("crawl");
+    survivor.spawn();
+    let statuses = all_settled(&binaries, &refs, Duration::from_secs(120)).await;
+    assert!(
+        statuses.iter().all(|s| *s == BinaryStatus::Ok),
+        "{statuses:?}"
+    );
+    let hits = s.hits();
+    // (robots.txt is read once per process.)
+    let twice: Vec<_> = hits
+        .iter()
+        .filter(|(p, n)| **n > 1 && p.as_str() != "/robots.txt")
+        .collect();
+    // Only the request in flight when the instance died may be sent again.
+    assert!(twice.len() <= 1, "{twice:?}");
+    for i in 0..20 {
+        assert!(hits.contains_key(&format!("/slow/{i}.jpg")), "{hits:?}");
+    }
+    eprintln!(
+        "taken over and finished {:.1} s after the kill; {} request(s) repeated",
+        killed_at.elapsed().as_secs_f64(),
+        twice.len()
+    );
+    drop(ts);
+}
+
+async fn retry_after_is_honoured(engine: Engine) {
+    let srv = crawling_server(engine, Some(crawl_args(50))).await;
+    let s = site(None, Duration::ZERO).await;
+    let r = register(&srv.binaries, &format!("{}/busy.jpg", s.base)).await;
+    let statuses = all_settled(
+        &srv.binaries,
+        std::slice::from_ref(&r),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(statuses, vec![BinaryStatus::Ok]);
+    let busy: Vec<Instant> = s
+        .requests()
+        .into_iter()
+        .filter(|(p, _)| p == "/busy.jpg")
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(busy.len(), 2);
+    assert!(
+        busy[1] - busy[0] >= Duration::from_secs(1),
+        "{:?}",
+        busy[1] - busy[0]
+    );
+}
+
+const DOMAIN: &str = "query($d: String!) { crawlDomain(dom: $d) { dom state priority excluded excludeReason claimed } }";
+
+async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
+    // The crawler is not running yet: the domain waits, PENDING.
+    let srv = crawling_server(engine, None).await;
+    let s = site(None, Duration::ZERO).await;
+    let url = format!("{}/img/excluded.jpg", s.base);
+    let r = register(&srv.binaries, &url).await;
+    let dom = s
+        .base
+        .trim_start_matches("http://")
+        .split(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let admin = srv.token(&["admin"]);
+    let editor = srv.token(&["editor"]);
+    let d = srv.data(DOMAIN, json!({"d": dom}), Some(&editor)).await;
+    assert_eq!(d["crawlDomain"]["state"], "PENDING");
+    let exclude = "mutation($d: String!, $r: String!) { excludeDomain(dom: $d, reason: $r) { state excluded excludeReason } }";
+    let denied = srv
+        .gql(
+            exclude,
+            json!({"d": dom, "r": "asked us to stop"}),
+            Some(&editor),
+        )
+        .await;
+    assert_eq!(code(&denied), "FORBIDDEN");
+    let anonymous = srv.gql(DOMAIN, json!({"d": dom}), None).await;
+    assert_eq!(code(&anonymous), "UNAUTHENTICATED");
+    let d = srv
+        .data(
+            exclude,
+            json!({"d": dom, "r": "asked us to stop"}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(
+        d["excludeDomain"],
+        json!({"state": "EXCLUDED", "excluded": true, "excludeReason": "asked us to stop"})
+    );
+    let listed = srv
+        .data(
+            "{ crawlDomains(state: EXCLUDED, first: 100) { edges { node { dom } } } }",
+            json!({}),
+            Some(&admin),
+        )
+        .await;
+    assert!(listed.to_string().contains(&dom), "{listed}");
+    let bad = srv
+        .gql(
+            "mutation($d: String!) { setDomainPriority(dom: $d, priority: 12) { priority } }",
+            json!({"d": dom}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&bad), "BAD_USER_INPUT");
+    let p = srv
+        .data(
+            "mutation($d: String!) { setDomainPriority(dom: $d, priority: 7) { priority state } }",
+            json!({"d": dom}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(
+        p["setDomainPriority"],
+        json!({"priority": 7, "state": "EXCLUDED"})
+    );
+    // Now the crawler runs: an excluded domain is left alone.
+    srv.crawl.spawn();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(s.requests().is_empty(), "{:?}", s.requests());
+    let (_, o) = srv.binaries.resolve(&r).await.unwrap().unwrap();
+    assert_eq!(o.status, Some(BinaryStatus::Processing));
+    // Included again, its waiting link is fetched.
+    let d = srv
+        .data(
+            "mutation($d: String!) { includeDomain(dom: $d) { state excluded } }",
+            json!({"d": dom}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(
+        d["includeDomain"],
+        json!({"state": "PENDING", "excluded": false})
+    );
+    let statuses = all_settled(
+        &srv.binaries,
+        std::slice::from_ref(&r),
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(statuses, vec![BinaryStatus::Ok]);
+    assert_eq!(s.hits().get("/img/excluded.jpg"), Some(&1));
+    let d = srv.data(DOMAIN, json!({"d": dom}), Some(&admin)).await;
+    assert_eq!(d["crawlDomain"]["priority"], 7);
+    // The binary shows its crawl history.
+    let b = srv
+        .data(
+            "query($r: ID!) { binary(referenceId: $r) { crawls { firstSighting status mime } } }",
+            json!({"r": r}),
+            None,
+        )
+        .await;
+    assert_eq!(
+        b["binary"]["crawls"],
+        json!([
+            {"firstSighting": true, "status": null, "mime": null},
+            {"firstSighting": false, "status": 200, "mime": "image/jpeg"}
+        ])
+    );
+    let missing = srv
+        .gql(
+            "mutation { recrawl(url: \"http://127.0.0.9:1/never-registered.jpg\") }",
+            json!({}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&missing), "NOT_FOUND");
+}
+
+both_engines!(
+    robots_txt_and_the_delay_are_honoured,
+    instances_share_the_crawl_and_fetch_each_url_once,
+    a_dead_instance_s_domain_is_taken_over,
+    retry_after_is_honoured,
+    admins_exclude_include_and_prioritise_domains,
+);
