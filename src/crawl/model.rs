@@ -363,16 +363,6 @@ impl LinkKey {
             .set("url", &self.url)
     }
 
-    /// The segment row's key.
-    pub fn segment_key(&self) -> Vec<Value> {
-        vec![
-            self.dom.as_str().into(),
-            self.subdom.as_str().into(),
-            self.path.as_str().into(),
-            self.proto.as_str().into(),
-        ]
-    }
-
     /// Scheme, host and port: the site whose robots.txt applies.
     pub fn site(&self) -> String {
         let host = if self.subdom.is_empty() {

@@ -584,15 +584,13 @@ impl Crawl {
                 self.dispatch(&info).await?;
             }
             for info in self.in_state(DomainState::Dispatching, p, 200).await? {
-                if is_due(
-                    info.dispatch_time
-                        .as_deref()
-                        .map(|t| t.to_owned())
-                        .and_then(|t| parse_time(&t))
-                        .map(|t| fixed_time(t + self.inner.config.claim_ttl))
-                        .as_deref(),
-                    now,
-                ) {
+                // A dispatcher that stopped: taken over after the claim TTL.
+                let abandoned = info
+                    .dispatch_time
+                    .as_deref()
+                    .and_then(parse_time)
+                    .is_none_or(|t| t + self.inner.config.claim_ttl <= now);
+                if abandoned {
                     self.dispatch(&info).await?;
                 }
             }
@@ -1117,7 +1115,6 @@ impl Crawl {
             response,
             robot_ex,
             mime,
-            err: _,
         } = outcome;
         let err = match &arrival {
             Arrival::Failed(e) => Some(e.message().to_owned()),
@@ -1127,7 +1124,6 @@ impl Crawl {
             Arrival::Body { validators, .. } => Some(validators.clone()),
             _ => None,
         };
-        let not_modified = matches!(arrival, Arrival::NotModified);
         let settled = self.inner.binaries.link_fetched(&link.url, arrival).await?;
         let fnv = settled.checksum.as_deref().and_then(fingerprint);
         let mut history = link
@@ -1165,13 +1161,13 @@ impl Crawl {
             .set("getnow", retry)
             .set_opt("stat", response.as_ref().map(|r| i32::from(r.status)))
             .set_opt("fnv", fnv.map(Value::BigInt).or_else(|| keep("fnv")));
-        let (e_tag, last_modified) = match (&validators, not_modified) {
-            (Some(v), _) => (
+        // A new answer's validators, else the ones stored (a 304 keeps them).
+        let (e_tag, last_modified) = match &validators {
+            Some(v) => (
                 v.e_tag.clone().map(Value::Text),
                 v.last_modified.clone().map(Value::Text),
             ),
-            (None, true) => (keep("e_tag"), keep("last_modified")),
-            (None, false) => (keep("e_tag"), keep("last_modified")),
+            None => (keep("e_tag"), keep("last_modified")),
         };
         state = state
             .set_opt("e_tag", e_tag)
@@ -1435,8 +1431,6 @@ struct Outcome {
     response: Option<super::fetch::Response>,
     robot_ex: bool,
     mime: Option<String>,
-    #[allow(dead_code)]
-    err: Option<String>,
 }
 
 impl Outcome {
@@ -1446,7 +1440,6 @@ impl Outcome {
             response: None,
             robot_ex: false,
             mime: None,
-            err: None,
         }
     }
 
@@ -1470,7 +1463,6 @@ impl Outcome {
                     response: Some(response),
                     robot_ex: false,
                     mime: None,
-                    err: None,
                 },
                 None,
             ),
@@ -1489,7 +1481,6 @@ impl Outcome {
                     },
                     response: Some(response),
                     robot_ex: false,
-                    err: None,
                 },
                 None,
             ),

@@ -210,12 +210,7 @@ impl Binaries {
     /// changed content becomes a new original the references move to); a
     /// failure settles the waiting original as RETRY or ERROR.
     pub async fn link_fetched(&self, url: &str, arrival: Arrival) -> ApiResult<Settled> {
-        let Some(id) = self
-            .store()
-            .get(&URLS, &[url.into()])
-            .await?
-            .map(|r| r.string("original_id"))
-        else {
+        let Some(id) = self.url_original(url).await? else {
             return Ok(Settled::default());
         };
         let Some(o) = self.original(&id).await? else {
@@ -273,12 +268,7 @@ impl Binaries {
     /// again through the URL: `fetched_for` is the original the body went
     /// to; the URL may have a new one by now, which still waits for a body.
     async fn settled(&self, url: &str, fetched_for: &str) -> ApiResult<Settled> {
-        let Some(id) = self
-            .store()
-            .get(&URLS, &[url.into()])
-            .await?
-            .map(|r| r.string("original_id"))
-        else {
+        let Some(id) = self.url_original(url).await? else {
             return Ok(Settled::default());
         };
         let o = self.original(&id).await?;
@@ -297,15 +287,19 @@ impl Binaries {
         })
     }
 
-    /// Makes the URL's original wait for a body again when it ended in ERROR
-    /// (an admin asked for a re-crawl); `true` when it did.
-    pub async fn retry_url(&self, url: &str) -> ApiResult<bool> {
-        let Some(id) = self
+    /// The original a URL points at now.
+    async fn url_original(&self, url: &str) -> ApiResult<Option<String>> {
+        Ok(self
             .store()
             .get(&URLS, &[url.into()])
             .await?
-            .map(|r| r.string("original_id"))
-        else {
+            .map(|r| r.string("original_id")))
+    }
+
+    /// Makes the URL's original wait for a body again when it ended in ERROR
+    /// (an admin asked for a re-crawl); `true` when it did.
+    pub async fn retry_url(&self, url: &str) -> ApiResult<bool> {
+        let Some(id) = self.url_original(url).await? else {
             return Ok(false);
         };
         let Some(o) = self.original(&id).await? else {
