@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::{EmptySubscription, MergedObject, SDLExportOptions, Schema};
+use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema};
 use axum::extract::FromRef;
 
 use crate::assignments::graphql::{AssignmentsMutation, AssignmentsQuery};
@@ -29,6 +29,7 @@ use crate::themes::service::Themes;
 // Every domain's root query fields (a doc comment would become a schema description).
 #[derive(MergedObject, Default)]
 pub struct Query(
+    crate::graphql::viewer::ViewerQuery,
     ThemesQuery,
     AssignmentsQuery,
     BinariesQuery,
@@ -46,7 +47,11 @@ pub struct Mutation(
     CrawlMutation,
 );
 
-pub type KarteiSchema = Schema<Query, Mutation, EmptySubscription>;
+// Every domain's subscriptions.
+#[derive(MergedSubscription, Default)]
+pub struct Subscription(crate::assignments::subscription::AssignmentsSubscription);
+
+pub type KarteiSchema = Schema<Query, Mutation, Subscription>;
 
 /// The domain services the resolvers use (from the request's schema data).
 pub struct Services {
@@ -59,7 +64,12 @@ pub struct Services {
 
 /// The schema over `services` (none: only to print the SDL).
 pub fn schema(services: Option<Services>, limits: &Limits) -> KarteiSchema {
-    let mut b = crate::graphql::bounded(Query::default(), Mutation::default(), limits);
+    let mut b = crate::graphql::bounded(
+        Query::default(),
+        Mutation::default(),
+        Subscription::default(),
+        limits,
+    );
     if let Some(s) = services {
         b = b
             .data(s.themes)
@@ -87,6 +97,7 @@ pub struct App {
     pub auth: Arc<Auth>,
     pub store: DynStore,
     pub themes: Themes,
+    pub assignments: Assignments,
     pub binaries: Binaries,
     pub suggestions: Suggestions,
     pub crawl: Crawl,
@@ -95,7 +106,8 @@ pub struct App {
 }
 
 impl App {
-    /// The services over `store` and the schema that serves them.
+    /// The services over `store` and the schema that serves them; starts the
+    /// tail of the assignment change feed (so it needs a tokio runtime).
     pub fn new(
         store: DynStore,
         auth: Auth,
@@ -106,10 +118,12 @@ impl App {
     ) -> Arc<Self> {
         let themes = Themes::new(store.clone());
         let suggestions = Suggestions::new(store.clone());
+        let assignments = Assignments::new(store.clone());
+        assignments.events().spawn_tail(Duration::from_millis(250));
         let schema = schema(
             Some(Services {
                 themes: themes.clone(),
-                assignments: Assignments::new(store.clone()),
+                assignments: assignments.clone(),
                 binaries: binaries.clone(),
                 suggestions: suggestions.clone(),
                 crawl: crawl.clone(),
@@ -121,6 +135,7 @@ impl App {
             auth: Arc::new(auth),
             store,
             themes,
+            assignments,
             binaries,
             suggestions,
             crawl,

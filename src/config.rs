@@ -188,6 +188,11 @@ pub struct EdgeArgs {
     /// answers are never stored (`private, no-store`).
     #[arg(long, env = "KARTEI_CACHE_MAX_AGE", default_value_t = 5)]
     pub cache_max_age: u64,
+    /// For work on the curators' UI: serve its files from this folder
+    /// (`web/app`) as they are on disk, instead of the copy built into the
+    /// binary, so a change shows on reload without a rebuild.
+    #[arg(long, env = "KARTEI_WEB_DIR")]
+    pub web_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for EdgeArgs {
@@ -195,6 +200,7 @@ impl Default for EdgeArgs {
         EdgeArgs {
             cors_origins: Vec::new(),
             cache_max_age: 5,
+            web_dir: None,
         }
     }
 }

@@ -7,6 +7,7 @@ use super::model::{DomainInfo, DomainState, ZERO};
 use super::service::{Crawl, CrawlFetch};
 use crate::auth::Principal;
 use crate::common::page_size;
+use crate::error::ApiError;
 use crate::graphql::connection::{self, Page, connection};
 
 fn service<'a>(ctx: &Context<'a>) -> &'a Crawl {
@@ -138,6 +139,20 @@ impl CrawlQuery {
     async fn crawl_domain(&self, ctx: &Context<'_>, dom: String) -> Result<Option<CrawlDomain>> {
         Ok(service(ctx)
             .domain(caller(ctx), &dom)
+            .await?
+            .map(CrawlDomain))
+    }
+
+    /// The crawl domain a URL belongs to (its registrable domain), as
+    /// `crawlDomain` answers it (admin, machine or editor).
+    async fn crawl_domain_of_url(
+        &self,
+        ctx: &Context<'_>,
+        url: String,
+    ) -> Result<Option<CrawlDomain>> {
+        let key = crate::crawl::model::LinkKey::of(&url).map_err(ApiError::BadUserInput)?;
+        Ok(service(ctx)
+            .domain(caller(ctx), &key.dom)
             .await?
             .map(CrawlDomain))
     }

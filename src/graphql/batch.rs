@@ -70,8 +70,9 @@ impl Batches {
         }
     }
 
-    /// Runs `request`, starting the collected fetches whenever it yields.
-    pub fn drive<F: Future>(self, request: F) -> Driven<F> {
+    /// Runs `request` (a future, or a subscription's stream), starting the
+    /// collected fetches whenever it yields.
+    pub fn drive<F>(self, request: F) -> Driven<F> {
         Driven {
             request: Box::pin(request),
             batches: self,
@@ -90,6 +91,18 @@ impl<F: Future> Future for Driven<F> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let out = self.request.as_mut().poll(cx);
         // This pass has asked for all it will ask for until a fetch answers.
+        self.batches.flush(cx);
+        out
+    }
+}
+
+/// A subscription's stream, driven the same way: each event's resolvers
+/// batch their loads as one request's would.
+impl<S: futures::Stream> futures::Stream for Driven<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        let out = self.request.as_mut().poll_next(cx);
         self.batches.flush(cx);
         out
     }

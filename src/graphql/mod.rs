@@ -1,12 +1,14 @@
 //! What every domain's GraphQL shares: the limits a schema is built with
-//! (`limits`), and the one Relay connection builder (`connection`). The
+//! (`limits`), the one Relay connection builder (`connection`), and `viewer`
+//! (who the token says the caller is). The
 //! domains' root fields are merged into one schema in `app`.
 
 pub mod batch;
 pub mod connection;
 pub mod limits;
+pub mod viewer;
 
-use async_graphql::{EmptySubscription, ObjectType, Schema, SchemaBuilder};
+use async_graphql::{ObjectType, Schema, SchemaBuilder, SubscriptionType};
 
 use crate::config::Limits;
 
@@ -15,21 +17,23 @@ use crate::config::Limits;
 /// size and depth measured before validation, execution deadlines). The
 /// depth is ours alone: async-graphql's counts introspection too, which would
 /// refuse GraphiQL's schema query.
-pub fn bounded<Q, M>(
+pub fn bounded<Q, M, S>(
     query: Q,
     mutation: M,
+    subscription: S,
     limits: &Limits,
-) -> SchemaBuilder<Q, M, EmptySubscription>
+) -> SchemaBuilder<Q, M, S>
 where
     Q: ObjectType + 'static,
     M: ObjectType + 'static,
+    S: SubscriptionType + 'static,
 {
     use async_graphql::extensions::apollo_persisted_queries::{
         ApolloPersistedQueries, LruCacheStorage,
     };
     // Persisted queries first: a request that names its query by hash is
     // resolved to its document before the bounds measure it.
-    Schema::build(query, mutation, EmptySubscription)
+    Schema::build(query, mutation, subscription)
         .limit_complexity(limits.max_complexity)
         .limit_recursive_depth(64)
         .extension(ApolloPersistedQueries::new(LruCacheStorage::new(

@@ -5,7 +5,7 @@
 //! Content-Security-Policy allows nothing from another origin.
 
 use axum::extract::Path;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// `(file name, content type, bytes)` of every asset.
@@ -103,16 +103,5 @@ pub async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
     let Some((_, content_type, bytes)) = ASSETS.iter().find(|(name, _, _)| *name == file) else {
         return (StatusCode::NOT_FOUND, "no such asset").into_response();
     };
-    let etag = format!("\"{}\"", crate::store::fnv1a_hex_bytes(bytes));
-    let mut out = HeaderMap::new();
-    out.insert(header::ETAG, HeaderValue::from_str(&etag).expect("hex"));
-    out.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=3600"),
-    );
-    if crate::bounds::etag_matches(&headers, &etag) {
-        return (StatusCode::NOT_MODIFIED, out).into_response();
-    }
-    out.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    (out, *bytes).into_response()
+    super::web::embedded(&headers, content_type, "public, max-age=3600", *bytes)
 }

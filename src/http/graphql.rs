@@ -400,6 +400,18 @@ pub async fn post(
     response
 }
 
+/// `request` with its own DataLoaders, whose fetches `batches` starts.
+pub(crate) fn with_loaders(app: &App, request: GqlRequest, batches: &Batches) -> GqlRequest {
+    let window = Duration::from_millis(app.limits.batch_window_ms);
+    request
+        .data(ThemeLoaders::new(&app.themes, window, batches))
+        .data(crate::suggestions::loaders::page_loader(
+            &app.suggestions,
+            window,
+            batches,
+        ))
+}
+
 /// Runs a request and answers it in `media`.
 async fn execute(
     app: &App,
@@ -409,15 +421,7 @@ async fn execute(
 ) -> Response {
     let operation = request.operation_name.clone();
     let batches = Batches::default();
-    let window = Duration::from_millis(app.limits.batch_window_ms);
-    let request = request
-        .data(principal)
-        .data(ThemeLoaders::new(&app.themes, window, &batches))
-        .data(crate::suggestions::loaders::page_loader(
-            &app.suggestions,
-            window,
-            &batches,
-        ));
+    let request = with_loaders(app, request.data(principal), &batches);
     let mut response = batches.drive(app.schema.execute(request)).await;
     // Parse, validation and limit errors come from the engine without a code.
     for err in &mut response.errors {

@@ -1,5 +1,5 @@
 //! The HTTP surface: `POST /graphql`, `GET /graphiql`, `GET /schema.graphql`,
-//! `GET /healthz`, `GET /metrics`. `router(state)` builds it so tests can serve
+//! `GET /healthz`, `GET /metrics`, the curators' UI at `/` and `/ui/...`. `router(state)` builds it so tests can serve
 //! it; `serve` runs it with the connection bounds. Every body is read with a
 //! size bound (refused at once when `Content-Length` already says too much)
 //! and an idle timeout between its pieces.
@@ -8,6 +8,8 @@ pub mod graphiql;
 pub mod graphql;
 pub mod multipart;
 pub mod serve;
+pub mod subscriptions;
+pub mod web;
 
 pub use serve::{ConnectionLimits, serve};
 
@@ -33,8 +35,14 @@ pub fn router(state: Arc<App>) -> Router {
     let body_idle = Duration::from_secs(state.limits.body_timeout.max(1));
     let api = Router::new()
         .route("/graphql", get(graphql::get).post(graphql::post))
+        .route("/graphql/ws", get(subscriptions::ws))
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/assets/{file}", get(graphiql::asset))
+        .route("/", get(web::page))
+        .route("/ui", get(web::page))
+        .route("/ui/", get(web::page))
+        .route("/ui/assets/{file}", get(web::asset))
+        .route("/ui/{*path}", get(web::page))
         .route("/schema.graphql", get(schema_sdl))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -41,8 +40,12 @@ pub async fn serve(
     limits: ConnectionLimits,
     shutdown: impl Future<Output = ()>,
 ) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
+    let max = limits.max_connections.max(1);
+    let slots = Arc::new(Semaphore::new(max));
+    // hyper-util's GracefulShutdown does not take connections that may be
+    // upgraded (WebSockets), so each connection watches `stop` itself, and
+    // the drain waits for every connection's slot to come back.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let slot = tokio::select! {
@@ -68,17 +71,33 @@ pub async fn serve(
             .serve_connection(
                 TokioIo::new(stream),
                 TowerToHyperService::new(router.clone()),
-            );
-        let connection = graceful.watch(connection);
+            )
+            // WebSockets (GraphQL subscriptions) take the connection over.
+            .with_upgrades();
+        let mut stop = stop_rx.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(error = %e, "connection ended with an error");
+            let mut connection = std::pin::pin!(connection);
+            let mut stopping = false;
+            loop {
+                tokio::select! {
+                    r = connection.as_mut() => {
+                        if let Err(e) = r {
+                            tracing::debug!(error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    _ = stop.changed(), if !stopping => {
+                        stopping = true;
+                        connection.as_mut().graceful_shutdown();
+                    }
+                }
             }
             drop(slot);
         });
     }
     drop(listener);
-    if tokio::time::timeout(limits.drain, graceful.shutdown())
+    let _ = stop_tx.send(true);
+    if tokio::time::timeout(limits.drain, slots.acquire_many(max as u32))
         .await
         .is_err()
     {

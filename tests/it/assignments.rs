@@ -14,24 +14,24 @@ use serde_json::{Value, json};
 use crate::both_engines;
 use crate::support::{Engine, Faulty, TestServer, code, round_trips, server, uid};
 
-const SUGGEST: &str = "mutation($i: SuggestAssignmentInput!) { suggestAssignment(input: $i) { portalId ddbId keywordId creator assignmentType status confidence childCategory { id } } }";
-const TRANSITION: &str = "mutation($k: AssignmentKeyInput!, $e: AssignmentStatus!, $t: AssignmentStatus!) { transitionAssignment(key: $k, expected: $e, to: $t) { status modifiedAt } }";
+pub(crate) const SUGGEST: &str = "mutation($i: SuggestAssignmentInput!) { suggestAssignment(input: $i) { portalId ddbId keywordId creator assignmentType status confidence childCategory { id } } }";
+pub(crate) const TRANSITION: &str = "mutation($k: AssignmentKeyInput!, $e: AssignmentStatus!, $t: AssignmentStatus!) { transitionAssignment(key: $k, expected: $e, to: $t) { status modifiedAt } }";
 
 /// Portal P with children C1 (> G1) and C2; portal Q with child QC.
 /// Keywords: K1 in C1, K2 in G1, KQ in QC.
-struct Vocabulary {
-    p: String,
-    c1: String,
-    c2: String,
-    g1: String,
-    q: String,
-    qc: String,
-    k1: String,
-    k2: String,
-    kq: String,
+pub(crate) struct Vocabulary {
+    pub p: String,
+    pub c1: String,
+    pub c2: String,
+    pub g1: String,
+    pub q: String,
+    pub qc: String,
+    pub k1: String,
+    pub k2: String,
+    pub kq: String,
 }
 
-async fn vocabulary(store: &DynStore) -> Vocabulary {
+pub(crate) async fn vocabulary(store: &DynStore) -> Vocabulary {
     let admin = kartei::auth::Principal::local("tester", &[kartei::auth::Role::Admin]);
     let u = uid();
     let v = Vocabulary {
@@ -88,11 +88,11 @@ async fn vocabulary(store: &DynStore) -> Vocabulary {
     v
 }
 
-fn suggestion(portal: &str, ddb: &str, keyword: &str, child: &str) -> Value {
+pub(crate) fn suggestion(portal: &str, ddb: &str, keyword: &str, child: &str) -> Value {
     json!({"i": {"portalId": portal, "ddbId": ddb, "keywordId": keyword, "childCategoryId": child, "confidence": 0.5}})
 }
 
-fn key(portal: &str, ddb: &str, keyword: &str, creator: &str) -> Value {
+pub(crate) fn key(portal: &str, ddb: &str, keyword: &str, creator: &str) -> Value {
     json!({"portalId": portal, "ddbId": ddb, "keywordId": keyword, "creator": creator})
 }
 

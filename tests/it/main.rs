@@ -10,5 +10,6 @@ mod crawl;
 mod engine;
 mod hostile;
 mod http;
+mod live;
 mod suggestions;
 mod themes;

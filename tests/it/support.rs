@@ -326,35 +326,11 @@ pub async fn serve_crawling(
     if crawl.is_some() {
         crawler.spawn();
     }
-    let connections = kartei::http::ConnectionLimits::from_limits(&limits);
-    let app = kartei::app::App::new(
-        counted.clone(),
-        Auth::hs256(SECRET.as_bytes()),
-        limits,
-        kartei::config::EdgeArgs::default(),
-        binaries.clone(),
-        crawler.clone(),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
     // The server (and with it the binary worker) stops when the TestServer is dropped.
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(async move {
-        kartei::http::serve(
-            listener,
-            kartei::http::router(app),
-            connections,
-            async move {
-                let _ = stopped.await;
-            },
-        )
-        .await;
-    });
+    let (url, stop) = listen(counted.clone(), limits, binaries.clone(), crawler.clone()).await;
     TestServer {
         _stop: stop,
-        url: format!("http://{addr}"),
+        url,
         client: reqwest::Client::new(),
         store: counted,
         binaries,
@@ -532,4 +508,61 @@ impl Store for Faulty {
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await
     }
+}
+
+/// A second server instance over `srv`'s store (its own App, change-feed
+/// tail and socket), as a second `kartei serve` against the same cluster;
+/// it stops when dropped.
+pub struct Instance {
+    pub url: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+pub async fn second_instance(srv: &TestServer) -> Instance {
+    let binaries = kartei::app::binaries(&test_binary_args(), srv.store.clone()).expect("binaries");
+    let crawl = kartei::app::crawl(
+        &test_crawl_args(),
+        &test_binary_args(),
+        srv.store.clone(),
+        binaries.clone(),
+    )
+    .expect("crawl");
+    let (url, stop) = listen(srv.store.clone(), test_limits(), binaries, crawl).await;
+    Instance { url, _stop: stop }
+}
+
+/// Serves an App over `store` on a free port of 127.0.0.1: its URL, and the
+/// sender whose drop stops it.
+async fn listen(
+    store: DynStore,
+    limits: Limits,
+    binaries: kartei::binaries::service::Binaries,
+    crawl: kartei::crawl::service::Crawl,
+) -> (String, tokio::sync::oneshot::Sender<()>) {
+    let connections = kartei::http::ConnectionLimits::from_limits(&limits);
+    let app = kartei::app::App::new(
+        store,
+        Auth::hs256(SECRET.as_bytes()),
+        limits,
+        kartei::config::EdgeArgs::default(),
+        binaries,
+        crawl,
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        kartei::http::serve(
+            listener,
+            kartei::http::router(app),
+            connections,
+            async move {
+                let _ = stopped.await;
+            },
+        )
+        .await;
+    });
+    (format!("http://{addr}"), stop)
 }

@@ -16,8 +16,9 @@
 
 mod release;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::events::{Change, Events};
 use super::model::*;
 use crate::auth::{Principal, Role};
 use crate::common::{Clock, bounded, check_id};
@@ -260,12 +261,14 @@ pub struct Assignments {
     store: DynStore,
     themes: Themes,
     clock: Clock,
+    events: Events,
 }
 
 impl Assignments {
     pub fn new(store: DynStore) -> Self {
         Assignments {
             themes: Themes::new(store.clone()),
+            events: Events::new(store.clone(), Clock::system()),
             store,
             clock: Clock::system(),
         }
@@ -275,9 +278,15 @@ impl Assignments {
     pub fn with_clock(self, clock: Clock) -> Self {
         Assignments {
             themes: self.themes.with_clock(clock.clone()),
+            events: Events::new(self.store.clone(), clock.clone()),
             clock,
             ..self
         }
+    }
+
+    /// The change feed this service writes to (subscriptions read it).
+    pub fn events(&self) -> &Events {
+        &self.events
     }
 
     pub fn store(&self) -> &DynStore {
@@ -314,6 +323,13 @@ impl Assignments {
             .await?;
         if outcome.applied {
             self.sync_views(assignment.clone()).await?;
+            let change = Change::Assignment {
+                assignment: assignment.clone(),
+                previous: None,
+            };
+            self.events
+                .publish_or_log(Some(&who.creator), vec![change])
+                .await;
             return Ok(assignment);
         }
         let current = outcome.current.as_ref().and_then(Assignment::from_row);
@@ -465,7 +481,11 @@ impl Assignments {
                 .unwrap_or_default()
         });
         let found = self.store.insert_new(inserts, heal).await?;
+        let mut imported: BTreeMap<String, i64> = BTreeMap::new();
         for (i, f) in slots.into_iter().zip(found) {
+            if let (None, Ok(a)) = (&f, &results[i]) {
+                *imported.entry(a.key.portal_id.clone()).or_default() += 1;
+            }
             if let Some(row) = f {
                 results[i] = Err(match Assignment::from_row(&row) {
                     Some(a) => conflict(&a, "this assignment exists already"),
@@ -476,6 +496,15 @@ impl Assignments {
                 });
             }
         }
+        // One event per portal and chunk, not per row: an import's rows reach
+        // subscribers as a count (the feed's partitions stay small).
+        let changes = imported
+            .into_iter()
+            .map(|(portal_id, count)| Change::Imported { portal_id, count })
+            .collect();
+        self.events
+            .publish_or_log(Some(&who.creator), changes)
+            .await;
         Ok(results)
     }
 
@@ -489,7 +518,15 @@ impl Assignments {
     ) -> ApiResult<Assignment> {
         check_transition(who, expected, to)?;
         check_key(key)?;
-        self.change_status(key, expected, to, true).await
+        let a = self.change_status(key, expected, to, true).await?;
+        let change = Change::Assignment {
+            assignment: a.clone(),
+            previous: Some(expected),
+        };
+        self.events
+            .publish_or_log(who.sub.as_deref(), vec![change])
+            .await;
+        Ok(a)
     }
 
     /// One result per key, in the order given: never all-or-nothing.
@@ -506,14 +543,26 @@ impl Assignments {
                 "at most {MAX_KEYS} keys per call"
             )));
         }
-        Ok(bounded(keys, WRITE_CONCURRENCY, |k| async move {
+        let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
             let r = match check_key(&k) {
                 Ok(()) => self.change_status(&k, expected, to, true).await,
                 Err(e) => Err(e),
             };
             (k, r)
         })
-        .await)
+        .await;
+        let changes = results
+            .iter()
+            .filter_map(|(_, r)| r.as_ref().ok())
+            .map(|a| Change::Assignment {
+                assignment: a.clone(),
+                previous: Some(expected),
+            })
+            .collect();
+        self.events
+            .publish_or_log(who.sub.as_deref(), changes)
+            .await;
+        Ok(results)
     }
 
     async fn change_status(

@@ -50,6 +50,9 @@ impl Assignments {
                     message: None,
                 };
                 self.store.apply(vec![Mutation::upsert(run.row())]).await?;
+                self.events
+                    .publish_or_log(who.sub.as_deref(), vec![Change::Release(run.clone())])
+                    .await;
                 Ok(run)
             }
             Err(e) => {
@@ -63,6 +66,9 @@ impl Assignments {
                 if let Err(record) = self.store.apply(vec![Mutation::upsert(run.row())]).await {
                     tracing::error!(error = %record, "could not record a failed release run");
                 }
+                self.events
+                    .publish_or_log(who.sub.as_deref(), vec![Change::Release(run.clone())])
+                    .await;
                 Err(e)
             }
         }

@@ -1,0 +1,200 @@
+//! The assignments domain's GraphQL subscriptions (`graphql-transport-ws` at
+//! `/graphql/ws`): `assignmentChanged` and `releaseRunFinished`, read from
+//! the change feed (`events`). Anonymous readers may subscribe, as they may
+//! query; every stream counts against one process-wide bound.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_graphql::{Context, Enum, ID, Object, Result, Subscription};
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+
+use super::events::{Change, Event};
+use super::graphql::{Assignment, ReleaseRun};
+use super::model::AssignmentStatus;
+use super::service::Assignments;
+use crate::error::ApiError;
+
+/// Streams open at once in this process, at most.
+pub const MAX_STREAMS: usize = 10_000;
+static OPEN: AtomicUsize = AtomicUsize::new(0);
+
+/// Holds one of the `MAX_STREAMS` places while its stream lives.
+struct Place;
+
+impl Place {
+    fn take() -> Result<Place, ApiError> {
+        if OPEN.fetch_add(1, Ordering::SeqCst) >= MAX_STREAMS {
+            OPEN.fetch_sub(1, Ordering::SeqCst);
+            return Err(ApiError::Unavailable);
+        }
+        Ok(Place)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        OPEN.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What an assignment event says happened.
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum AssignmentEventKind {
+    /// An assignment was created or changed its status.
+    Changed,
+    /// An importer wrote new assignments (`imported` of them); reload to see them.
+    Imported,
+}
+
+pub struct AssignmentEvent(Arc<Event>);
+
+#[Object]
+impl AssignmentEvent {
+    /// The event's id, ordered by time: pass the last one seen as `after`
+    /// when subscribing again, to get what happened in between.
+    async fn id(&self) -> &str {
+        &self.0.id
+    }
+    /// When it was written (RFC 3339, UTC).
+    async fn time(&self) -> String {
+        rfc3339(self.0.millis())
+    }
+    /// The token subject who made the change.
+    async fn actor(&self) -> Option<&str> {
+        self.0.actor.as_deref()
+    }
+    async fn kind(&self) -> AssignmentEventKind {
+        match self.0.change {
+            Change::Imported { .. } => AssignmentEventKind::Imported,
+            _ => AssignmentEventKind::Changed,
+        }
+    }
+    async fn portal_id(&self) -> ID {
+        ID(self.0.portal_id().to_owned())
+    }
+    /// The assignment as the change left it (null for an import).
+    async fn assignment(&self) -> Option<Assignment> {
+        match &self.0.change {
+            Change::Assignment { assignment, .. } => Some(Assignment(assignment.clone())),
+            _ => None,
+        }
+    }
+    /// Its status before the change (null for a new assignment or an import).
+    async fn previous_status(&self) -> Option<AssignmentStatus> {
+        match &self.0.change {
+            Change::Assignment { previous, .. } => *previous,
+            _ => None,
+        }
+    }
+    /// For an import: how many new assignments it wrote in this portal.
+    async fn imported(&self) -> Option<f64> {
+        match &self.0.change {
+            Change::Imported { count, .. } => Some(*count as f64),
+            _ => None,
+        }
+    }
+}
+
+pub struct ReleaseRunEvent(Arc<Event>);
+
+#[Object]
+impl ReleaseRunEvent {
+    async fn id(&self) -> &str {
+        &self.0.id
+    }
+    /// The token subject who ran the release.
+    async fn actor(&self) -> Option<&str> {
+        self.0.actor.as_deref()
+    }
+    async fn run(&self) -> Option<ReleaseRun> {
+        match &self.0.change {
+            Change::Release(run) => Some(ReleaseRun::from(run.clone())),
+            _ => None,
+        }
+    }
+}
+
+fn rfc3339(millis: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(millis) * 1_000_000)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The feed from `after` (or from now), keeping what `keep` turns into an item.
+async fn follow<T: Send + 'static>(
+    ctx: &Context<'_>,
+    after: Option<String>,
+    keep: impl Fn(Arc<Event>) -> Option<T> + Send + 'static,
+) -> Result<BoxStream<'static, T>> {
+    let place = Place::take()?;
+    let events = ctx.data_unchecked::<Assignments>().events().clone();
+    let feed = events.follow(after).await.map_err(ApiError::from)?;
+    Ok(feed
+        .filter_map(move |e| {
+            let _held = &place;
+            futures::future::ready(keep(e))
+        })
+        .boxed())
+}
+
+#[derive(Default)]
+pub struct AssignmentsSubscription;
+
+#[Subscription]
+impl AssignmentsSubscription {
+    /// Every change of the portal's assignments as it happens, from any
+    /// server instance: new assignments, status changes (with `status`, only
+    /// those into or out of it), and import counts. With `after` (an event
+    /// id), first what happened since then; an event may come twice after a
+    /// reconnect, never not at all while the feed keeps it (a day).
+    async fn assignment_changed(
+        &self,
+        ctx: &Context<'_>,
+        portal_id: ID,
+        status: Option<AssignmentStatus>,
+        after: Option<String>,
+    ) -> Result<impl Stream<Item = AssignmentEvent>> {
+        follow(ctx, after, move |e| {
+            let wanted = e.portal_id() == portal_id.as_str()
+                && match (&e.change, status) {
+                    (Change::Release(_), _) => false,
+                    (_, None) => true,
+                    (
+                        Change::Assignment {
+                            assignment,
+                            previous,
+                        },
+                        Some(s),
+                    ) => assignment.status == s || *previous == Some(s),
+                    (Change::Imported { .. }, Some(s)) => {
+                        matches!(
+                            s,
+                            AssignmentStatus::Autosuggested | AssignmentStatus::Suggested
+                        )
+                    }
+                };
+            wanted.then_some(AssignmentEvent(e))
+        })
+        .await
+    }
+
+    /// The end of every release run of the portal (successful or not).
+    async fn release_run_finished(
+        &self,
+        ctx: &Context<'_>,
+        portal_id: ID,
+        after: Option<String>,
+    ) -> Result<impl Stream<Item = ReleaseRunEvent>> {
+        follow(ctx, after, move |e| {
+            (matches!(e.change, Change::Release(_)) && e.portal_id() == portal_id.as_str())
+                .then_some(ReleaseRunEvent(e))
+        })
+        .await
+    }
+}

@@ -1,0 +1,115 @@
+//! GraphQL subscriptions over WebSocket at `/graphql/ws` (the
+//! `graphql-transport-ws` protocol, and the older `graphql-ws`). Browsers
+//! cannot set headers on a WebSocket, so the bearer token comes in
+//! `connection_init`'s payload (`{"Authorization": "Bearer ..."}`); a refused
+//! token closes the connection. Every operation's relations go through its own
+//! DataLoaders, batched as a request's are. Messages are bounded by
+//! `--max-body-bytes`, and a silent client is dropped by the keep-alive.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_graphql::futures_util::stream::BoxStream;
+use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
+use async_graphql::{Data, Executor, Request, Response};
+use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
+use axum::extract::State;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::response::{IntoResponse, Response as HttpResponse};
+use futures::StreamExt;
+
+use crate::app::App;
+use crate::graphql::batch::Batches;
+
+/// `GET /graphql/ws`: the upgrade.
+pub async fn ws(
+    State(app): State<Arc<App>>,
+    protocol: GraphQLProtocol,
+    upgrade: WebSocketUpgrade,
+) -> HttpResponse {
+    let Some(socket_place) = Socket::take(app.limits.max_connections) else {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "too many open subscriptions connections",
+        )
+            .into_response();
+    };
+    let max = app.limits.max_body_bytes;
+    let auth = app.auth.clone();
+    let executor = Live(app);
+    upgrade
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .max_message_size(max)
+        .max_frame_size(max)
+        .on_upgrade(move |socket| async move {
+            let _place = socket_place;
+            GraphQLWebSocket::new(socket, executor, protocol)
+                .on_connection_init(move |payload| async move {
+                    let header = ["Authorization", "authorization"]
+                        .iter()
+                        .find_map(|k| payload.get(*k))
+                        .and_then(|v| v.as_str());
+                    let principal = auth
+                        .principal(header)
+                        .map_err(|e| async_graphql::Error::new(e.message()))?;
+                    let mut data = Data::default();
+                    data.insert(principal);
+                    Ok(data)
+                })
+                .keepalive_timeout(Duration::from_secs(60))
+                .serve()
+                .await
+        })
+        .into_response()
+}
+
+/// WebSockets open at once: an upgraded connection leaves the HTTP
+/// connection bound, so sockets have a bound of their own, the same number.
+static SOCKETS: AtomicUsize = AtomicUsize::new(0);
+
+struct Socket;
+
+impl Socket {
+    fn take(max: usize) -> Option<Socket> {
+        if SOCKETS.fetch_add(1, Ordering::SeqCst) >= max.max(1) {
+            SOCKETS.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Socket)
+    }
+}
+
+impl Drop for Socket {
+    fn drop(&mut self) {
+        SOCKETS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The schema, with per-operation DataLoaders.
+#[derive(Clone)]
+struct Live(Arc<App>);
+
+impl Executor for Live {
+    async fn execute(&self, request: Request) -> Response {
+        let batches = Batches::default();
+        let request = super::graphql::with_loaders(&self.0, request, &batches);
+        batches.drive(self.0.schema.execute(request)).await
+    }
+
+    fn execute_stream(
+        &self,
+        request: Request,
+        session_data: Option<Arc<Data>>,
+    ) -> BoxStream<'static, Response> {
+        let batches = Batches::default();
+        let request = super::graphql::with_loaders(&self.0, request, &batches);
+        batches
+            .drive(
+                self.0
+                    .schema
+                    .execute_stream_with_session_data(request, session_data.unwrap_or_default()),
+            )
+            .boxed()
+    }
+}

@@ -1,0 +1,233 @@
+//! Live updates: GraphQL subscriptions over WebSocket (graphql-transport-ws
+//! at /graphql/ws), fed by the assignment change feed that every instance
+//! tails, on both engines.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::assignments::{SUGGEST, TRANSITION, key, suggestion, vocabulary};
+use crate::both_engines;
+use crate::support::*;
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+const CHANGES: &str = "subscription($p: ID!, $after: String, $s: AssignmentStatus) {
+  assignmentChanged(portalId: $p, after: $after, status: $s) {
+    id actor kind previousStatus assignment { ddbId status keyword { label } }
+  }
+}";
+
+/// Opens a graphql-transport-ws connection to `base` with `token` (or none),
+/// and answers whether the server acknowledged it.
+async fn connect(base: &str, token: Option<&str>) -> (Socket, bool) {
+    let url = format!("{}/graphql/ws", base.replacen("http", "ws", 1));
+    let mut request = url.into_client_request().expect("request");
+    request.headers_mut().insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("websocket");
+    let payload = match token {
+        Some(t) => json!({"Authorization": format!("Bearer {t}")}),
+        None => json!({}),
+    };
+    ws.send(Message::text(
+        json!({"type": "connection_init", "payload": payload}).to_string(),
+    ))
+    .await
+    .expect("init");
+    let acked = matches!(next_message(&mut ws).await, Some(m) if m["type"] == "connection_ack");
+    (ws, acked)
+}
+
+/// The next protocol message (pings answered), or None when the socket closes.
+async fn next_message(ws: &mut Socket) -> Option<Value> {
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("a message within 20 s")?;
+        match msg.ok()? {
+            Message::Text(t) => {
+                let v: Value = serde_json::from_str(&t).expect("json");
+                if v["type"] == "ping" {
+                    let _ = ws.send(Message::text(r#"{"type":"pong"}"#)).await;
+                    continue;
+                }
+                return Some(v);
+            }
+            Message::Close(_) => return None,
+            _ => continue,
+        }
+    }
+}
+
+async fn subscribe(ws: &mut Socket, id: &str, query: &str, variables: Value) {
+    ws.send(Message::text(
+        json!({"id": id, "type": "subscribe", "payload": {"query": query, "variables": variables}})
+            .to_string(),
+    ))
+    .await
+    .expect("subscribe");
+}
+
+/// The next event's payload of subscription `field`.
+async fn next_event(ws: &mut Socket, field: &str) -> Value {
+    let m = next_message(ws).await.expect("an event");
+    assert_eq!(m["type"], "next", "{m:#}");
+    assert!(m["payload"].get("errors").is_none(), "{m:#}");
+    m["payload"]["data"][field].clone()
+}
+
+/// Two instances over one store: a change made through one reaches a
+/// subscriber of the other, in order, with who made it; a subscriber that
+/// reconnects with the first event's id gets the second again (no gap).
+async fn a_change_on_one_instance_reaches_a_subscriber_of_another(engine: Engine) {
+    let srv = server(engine).await;
+    let v = vocabulary(&srv.store).await;
+    let other = second_instance(&srv).await;
+    let (mut ws, acked) = connect(&other.url, None).await;
+    assert!(acked, "an anonymous reader may subscribe");
+    subscribe(&mut ws, "1", CHANGES, json!({"p": v.p})).await;
+    // The subscription is registered once the server has read the request;
+    // a change made before would not be missed either way (see `after`).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let contributor = srv.token_as("clara", &["contributor"]);
+    let editor = srv.token_as("eddie", &["editor"]);
+    srv.data(
+        SUGGEST,
+        suggestion(&v.p, "obj-1", &v.k1, &v.c1),
+        Some(&contributor),
+    )
+    .await;
+    let t = srv
+        .gql(
+            TRANSITION,
+            json!({"k": key(&v.p, "obj-1", &v.k1, "clara"), "e": "SUGGESTED", "t": "ACCEPTED"}),
+            Some(&editor),
+        )
+        .await;
+    assert!(t.get("errors").is_none(), "{t:#}");
+    // A change in another portal is not sent.
+    srv.data(
+        SUGGEST,
+        suggestion(&v.q, "obj-2", &v.kq, &v.qc),
+        Some(&contributor),
+    )
+    .await;
+
+    let created = next_event(&mut ws, "assignmentChanged").await;
+    assert_eq!(created["kind"], "CHANGED");
+    assert_eq!(created["actor"], "clara");
+    assert_eq!(created["previousStatus"], Value::Null);
+    assert_eq!(created["assignment"]["status"], "SUGGESTED");
+    assert_eq!(created["assignment"]["keyword"]["label"], "Bayern");
+    let accepted = next_event(&mut ws, "assignmentChanged").await;
+    assert_eq!(accepted["actor"], "eddie");
+    assert_eq!(accepted["previousStatus"], "SUGGESTED");
+    assert_eq!(accepted["assignment"]["status"], "ACCEPTED");
+    assert!(created["id"].as_str() < accepted["id"].as_str());
+    drop(ws);
+
+    // Reconnect and resume after the first event: the second comes again.
+    let (mut ws, _) = connect(&srv.url, None).await;
+    subscribe(
+        &mut ws,
+        "1",
+        CHANGES,
+        json!({"p": v.p, "after": created["id"]}),
+    )
+    .await;
+    let mut ids = Vec::new();
+    loop {
+        let e = next_event(&mut ws, "assignmentChanged").await;
+        ids.push(e["id"].as_str().unwrap().to_owned());
+        if e["id"] == accepted["id"] {
+            break;
+        }
+    }
+    assert!(ids.contains(&accepted["id"].as_str().unwrap().to_owned()));
+    assert!(
+        ids.iter()
+            .all(|id| id.as_str() >= created["id"].as_str().unwrap())
+    );
+}
+
+/// With a status, only changes into or out of it are sent; release runs
+/// reach `releaseRunFinished` with their outcome.
+async fn status_filters_and_release_runs(engine: Engine) {
+    let srv = server(engine).await;
+    let v = vocabulary(&srv.store).await;
+    let contributor = srv.token_as("clara", &["contributor"]);
+    let editor = srv.token_as("eddie", &["editor"]);
+    let (mut ws, acked) = connect(&srv.url, Some(&editor)).await;
+    assert!(acked);
+    subscribe(&mut ws, "s", CHANGES, json!({"p": v.p, "s": "ACCEPTED"})).await;
+    subscribe(
+        &mut ws,
+        "r",
+        "subscription($p: ID!) { releaseRunFinished(portalId: $p) { actor run { successful published } } }",
+        json!({"p": v.p}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    srv.data(
+        SUGGEST,
+        suggestion(&v.p, "obj-1", &v.k1, &v.c1),
+        Some(&contributor),
+    )
+    .await;
+    srv.data(
+        TRANSITION,
+        json!({"k": key(&v.p, "obj-1", &v.k1, "clara"), "e": "SUGGESTED", "t": "ACCEPTED"}),
+        Some(&editor),
+    )
+    .await;
+    srv.data(
+        "mutation($p: ID!) { runRelease(portalId: $p) { published } }",
+        json!({"p": v.p}),
+        Some(&editor),
+    )
+    .await;
+    // The creation (SUGGESTED) is not sent; the acceptance is; the release
+    // moves it out of ACCEPTED (no per-row events for a run), then its end.
+    // Two subscriptions of one socket are not ordered between each other.
+    let mut by_id = std::collections::BTreeMap::new();
+    for _ in 0..2 {
+        let m = next_message(&mut ws).await.unwrap();
+        assert_eq!(m["type"], "next", "{m:#}");
+        assert!(
+            by_id
+                .insert(m["id"].as_str().unwrap().to_owned(), m)
+                .is_none()
+        );
+    }
+    let accepted = &by_id["s"]["payload"]["data"]["assignmentChanged"];
+    assert_eq!(accepted["assignment"]["status"], "ACCEPTED");
+    assert_eq!(accepted["previousStatus"], "SUGGESTED");
+    let run = &by_id["r"]["payload"]["data"]["releaseRunFinished"];
+    assert_eq!(run["actor"], "eddie");
+    assert_eq!(run["run"]["successful"], true);
+    assert_eq!(run["run"]["published"], 1);
+}
+
+/// A refused token in connection_init closes the connection; nothing runs.
+async fn a_bad_token_is_refused_at_connection_init(engine: Engine) {
+    let srv = server(engine).await;
+    let (mut ws, acked) = connect(&srv.url, Some("not-a-token")).await;
+    assert!(!acked, "a bad token must not be acknowledged");
+    assert!(next_message(&mut ws).await.is_none(), "the socket closes");
+}
+
+both_engines!(
+    a_change_on_one_instance_reaches_a_subscriber_of_another,
+    status_filters_and_release_runs,
+    a_bad_token_is_refused_at_connection_init,
+);
