@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The HTTP edge, tested from outside with real clients: the graphql-http audit
-# suite (GraphQL over HTTP) and GraphiQL in a real headless Chromium with every
-# other origin blocked, against `kartei serve --demo` on the embedded store.
+# suite (GraphQL over HTTP), GraphiQL and the curators' UI (tests/edge/ui.mjs:
+# sign-in, search, paging, bulk and keyboard review, two curators live, a
+# conflict, release, roles, axe-core on every view) in a real headless Chromium
+# with every other origin blocked, against `kartei serve --demo` on the
+# embedded store.
 # Installs what it needs: the pinned npm packages of tests/edge (npm ci) and
 # Debian's chromium (apt-get, when it is missing). Uses the debug binary that
 # `cargo test` built (or KARTEI_BIN).
 #
 #   scripts/edge-tests.sh
 #   KARTEI_SCREENSHOT=docs/graphiql.png scripts/edge-tests.sh   # also refresh the screenshot
+#   KARTEI_UI_SHOTS=docs/ui scripts/edge-tests.sh               # and the UI's (one PNG per view)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,9 +38,15 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 token=$("$bin" token --sub edge-test --roles admin --auth-secret "$secret")
+mint() { "$bin" token --sub "$1" --roles "$2" --auth-secret "$secret"; }
 
+echo "edge-tests: type-check the UI (tsc over web/app's JSDoc types)"
+tests/edge/node_modules/.bin/tsc -p web/tsconfig.json
 echo "edge-tests: graphql-http audit"
 node tests/edge/audit.mjs "http://127.0.0.1:$port/graphql" | grep -v '^ok '
 echo "edge-tests: GraphiQL in Chromium, offline"
 node tests/edge/graphiql.mjs "http://127.0.0.1:$port" "$token" "${KARTEI_SCREENSHOT:-$work/graphiql.png}" 2>&1 \
   | grep -v 'unexpected operator'
+echo "edge-tests: the curators' UI in Chromium, offline"
+node tests/edge/ui.mjs "http://127.0.0.1:$port" "$(mint editor editor)" "$(mint editor2 editor)" \
+  "$(mint contributor contributor)" "$(mint machine machine)"

@@ -1,0 +1,742 @@
+// The curators' UI (web/app) in a real headless Chromium, with every request
+// to another origin refused and every page error a failure. Seeds its own data
+// through the public GraphQL API (120 assignments in one portal, half by a
+// contributor, SUGGESTED, half by a machine, AUTOSUGGESTED), then walks the UI
+// as curators do: sign in, search, page, bulk accept, two curators at once
+// (live updates and a conflict), keyboard-only review, a contributor's view,
+// a release, and axe-core on every view (no serious or critical violation),
+// with a full-page screenshot of each view.
+//
+//   node ui.mjs BASE_URL EDITOR_TOKEN EDITOR2_TOKEN CONTRIBUTOR_TOKEN MACHINE_TOKEN
+//
+// The tokens are minted by scripts/edge-tests.sh (`kartei token`); the store
+// must be fresh (the ddb ids obj-001..obj-120 must not exist yet).
+// Env: KARTEI_UI_SHOTS (screenshot directory, default a new temporary one),
+// KARTEI_UI_PORTAL (portal to seed, default the first with keywords in two
+// child categories), CHROMIUM (default /usr/bin/chromium), KARTEI_UI_TIMING=1
+// (print each step's time). The steps run in order on one store and build on
+// each other's data (paging before any change, release after the accepts).
+// Prints `ok - NAME` or `not ok - NAME: reason` per step and ends with
+// `N passed, M failed`; exits 1 when any step failed.
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
+import AxeBuilder from '@axe-core/playwright';
+
+const [base, editorToken, editor2Token, contributorToken, machineToken] = process.argv.slice(2);
+if (!base || !editorToken || !editor2Token || !contributorToken || !machineToken) {
+  console.error('usage: node ui.mjs BASE_URL EDITOR_TOKEN EDITOR2_TOKEN CONTRIBUTOR_TOKEN MACHINE_TOKEN');
+  process.exit(2);
+}
+const origin = new URL(base).origin;
+const host = new URL(base).host;
+const shots = process.env.KARTEI_UI_SHOTS || mkdtempSync(join(tmpdir(), 'kartei-ui-'));
+mkdirSync(shots, { recursive: true });
+const started = Date.now();
+const TIMEOUT = 8000;
+const ROWS = 'table[data-testid=queue] tbody tr[data-key]';
+const REVIEW = ['SUGGESTED', 'AUTOSUGGESTED'];
+/** German status labels (the UI's default language), as i18n.js gives them. */
+const STATUS_DE = { ACCEPTED: 'angenommen', REJECTED: 'abgelehnt', PUBLISHED: 'veröffentlicht' };
+
+// ---------------------------------------------------------------- the API
+
+async function gql(query, variables = {}, token = null) {
+  const headers = { 'content-type': 'application/json', accept: 'application/json' };
+  if (token) headers.authorization = `Bearer ${token}`;
+  const response = await fetch(`${base}/graphql`, { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
+  const body = await response.json();
+  if (body.errors && body.errors.length) {
+    const e = body.errors[0];
+    throw new Error(`${e.message} (${(e.extensions && e.extensions.code) || 'no code'})`);
+  }
+  return body.data;
+}
+
+/** Every assignment of `portal` with `status`, as `{ ddbId, keywordId, creator, status }`. */
+async function assignments(portal, status) {
+  const out = [];
+  let after = null;
+  for (;;) {
+    const d = await gql(
+      `query A($p: ID!, $s: AssignmentStatus, $after: String) {
+        assignments(portalId: $p, status: $s, first: 100, after: $after) {
+          nodes { ddbId keywordId creator status } pageInfo { hasNextPage endCursor }
+        }
+      }`,
+      { p: portal, s: status, after },
+    );
+    out.push(...d.assignments.nodes);
+    if (!d.assignments.pageInfo.hasNextPage) return out;
+    after = d.assignments.pageInfo.endCursor;
+  }
+}
+
+/** Lower case without diacritics (as web/app/dom.js folds). */
+const fold = (s) => s.normalize('NFD').replace(/[\u0300-\u036f]/g, '').toLowerCase();
+
+// ---------------------------------------------------------------- steps
+
+let passed = 0;
+let failed = 0;
+/** Errors thrown in any page (pageerror), and console errors for diagnosis. */
+const pageErrors = [];
+const consoleErrors = [];
+/** Requests (and websockets) that tried to leave the origin. */
+const outside = [];
+
+class StepError extends Error {}
+const check = (cond, message) => {
+  if (!cond) throw new StepError(message);
+};
+
+/** Runs one named step; a failure is reported, never stops the suite. */
+async function step(name, fn) {
+  const errorsBefore = pageErrors.length;
+  const t0 = Date.now();
+  try {
+    const pages = (await fn()) || [];
+    for (const page of pages) await sane(page);
+    const errs = pageErrors.slice(errorsBefore);
+    check(!errs.length, `page error: ${errs.join(' | ')}`);
+    passed++;
+    console.log(`ok - ${name}`);
+  } catch (e) {
+    failed++;
+    const reason = (e instanceof StepError ? e.message : (e && e.message) || String(e))
+      .split('\n')
+      .filter((l) => l.trim() && !/^\s*(=+|- )/.test(l))
+      .slice(0, 3)
+      .join(' / ');
+    const errs = pageErrors.slice(errorsBefore);
+    console.log(`not ok - ${name}: ${reason}${errs.length && !reason.includes('page error') ? ` [page errors: ${errs.join(' | ')}]` : ''}`);
+    for (const page of new Set(lastPages)) {
+      try {
+        if (!page.isClosed()) {
+          const file = join(shots, `failed-${name.replace(/[^\w]+/g, '-')}-${lastPages.indexOf(page)}.png`);
+          await page.screenshot({ path: file, fullPage: true, timeout: 3000 });
+          console.log(`#   screenshot: ${file}`);
+        }
+      } catch {}
+    }
+  }
+  lastPages = [];
+  for (const c of stepContexts.splice(0)) await c.close().catch(() => {});
+  if (process.env.KARTEI_UI_TIMING) console.log(`#   ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+/** Pages of the running step, screenshotted when it fails. */
+let lastPages = [];
+/** Contexts of the running step, closed when it ends. */
+let stepContexts = [];
+
+/** Neither a blank page nor a stack trace (in the view, a dialog or a toast). */
+async function sane(page) {
+  const text = (await page.locator('#main').innerText({ timeout: TIMEOUT })).trim();
+  check(text.length > 0, `${page.url()}: #main is blank`);
+  const all = await page.evaluate(() => document.body.innerText);
+  const stack = all.match(/.*(\n\s+at\s+\S|\.m?js:\d+:\d+|@https?:\/\/).*/);
+  check(!stack, `${page.url()}: a stack trace is shown: ${stack && stack[0].slice(0, 300)}`);
+}
+
+// ---------------------------------------------------------------- the browser
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu'],
+});
+
+/** A curator's browser: a context signed in with `token` (none: a reader);
+ * `temporary`: closed when the running step ends. */
+async function curator(token, label, temporary = false) {
+  const context = await browser.newContext({
+    viewport: { width: 1400, height: 900 },
+    locale: 'de-DE',
+    timezoneId: 'Europe/Berlin',
+  });
+  await context.route('**/*', (route) => {
+    const url = route.request().url();
+    if (url.startsWith(origin) || url.startsWith('data:') || url.startsWith('blob:')) return route.continue();
+    outside.push(url);
+    return route.abort();
+  });
+  await context.routeWebSocket(
+    (url) => url.host !== host,
+    (ws) => {
+      outside.push(ws.url());
+      ws.close();
+    },
+  );
+  if (token) {
+    await context.addInitScript((t) => {
+      try {
+        if (!sessionStorage.getItem('kartei.token')) sessionStorage.setItem('kartei.token', t);
+      } catch {}
+    }, token);
+  }
+  context.on('page', (page) => watch(page, label));
+  if (temporary) stepContexts.push(context);
+  return context;
+}
+
+function watch(page, label) {
+  page.setDefaultTimeout(TIMEOUT);
+  page.on('pageerror', (e) => pageErrors.push(`${label}: ${e.message}`));
+  page.on('console', (m) => m.type() === 'error' && consoleErrors.push(`${label}: ${m.text()}`));
+  lastPages.push(page);
+}
+
+async function open(context, path) {
+  const page = await context.newPage();
+  await page.goto(`${base}${path}`);
+  return page;
+}
+
+/** Waits until the queue shows rows (or fails at once with what it shows instead). */
+async function rowsShown(page) {
+  const shown = async () => (await page.locator('#main').innerText().catch(() => '')).trim().slice(0, 200);
+  try {
+    await page.waitForSelector(`${ROWS}, #main [role=alert], #main p.error`);
+  } catch {
+    throw new StepError(`no queue rows at ${page.url()} within ${TIMEOUT} ms; the page shows: ${JSON.stringify(await shown())}`);
+  }
+  if (!(await page.locator(ROWS).count())) throw new StepError(`no queue rows at ${page.url()}; the page shows: ${JSON.stringify(await shown())}`);
+}
+
+/** Waits until view `name` has drawn something, and fails if it shows an error instead. */
+async function viewShown(page, name) {
+  await page
+    .waitForFunction(
+      (n) => {
+        const v = document.querySelector(`#main .view-${n}`);
+        return (v && v.childElementCount > 0) || document.querySelector('#main [role=alert]');
+      },
+      name,
+    )
+    .catch(() => {});
+  const failure = page.locator('#main > p.error, #main > [role=alert]');
+  if (await failure.count()) throw new StepError(`the ${name} view failed: ${(await failure.first().innerText()).trim()}`);
+  check(await page.locator(`#main .view-${name}`).count(), `the ${name} view did not appear`);
+  await page.waitForLoadState('networkidle', { timeout: 5000 }).catch(() => {});
+}
+
+const ddbsOf = (page) => page.locator(ROWS).evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-ddb')));
+const row = (page, ddb) => page.locator(`table[data-testid=queue] tbody tr[data-ddb="${ddb}"]`);
+const statusOf = (page, ddb) => row(page, ddb).getAttribute('data-status');
+
+async function waitRow(page, ddb, status, kind, what) {
+  try {
+    await page.waitForFunction(
+      ([d, s, k]) => {
+        const tr = document.querySelector(`table[data-testid=queue] tbody tr[data-ddb="${d}"]`);
+        const res = tr && tr.querySelector('[data-testid=result]');
+        return tr && tr.getAttribute('data-status') === s && (!k || (res && res.classList.contains(k)));
+      },
+      [ddb, status, kind],
+    );
+  } catch {
+    const tr = row(page, ddb);
+    const now = (await tr.count())
+      ? `data-status=${await tr.getAttribute('data-status')}, result ${JSON.stringify(await tr.locator('[data-testid=result]').getAttribute('class'))} ${JSON.stringify(await tr.locator('[data-testid=result]').innerText())}`
+      : 'the row is gone';
+    throw new StepError(`${what}: row ${ddb} did not reach data-status=${status}${kind ? ` with a result of class ${kind}` : ''} within ${TIMEOUT} ms (${now})`);
+  }
+}
+
+async function axe(page, what) {
+  const result = await new AxeBuilder({ page }).analyze();
+  const where = (v) => `${v.nodes.map((n) => n.target.join(' ')).slice(0, 5).join(', ')}${v.nodes.length > 5 ? ` (+${v.nodes.length - 5})` : ''}`;
+  const bad = result.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  const minor = result.violations.filter((v) => !bad.includes(v));
+  if (minor.length) console.log(`# axe, ${what}, not counted: ${minor.map((v) => `${v.id} [${v.impact}] at ${where(v)}`).join('; ')}`);
+  check(
+    !bad.length,
+    `${bad.length} serious/critical axe violation(s) on ${what}: ` + bad.map((v) => `${v.id} [${v.impact}] at ${where(v)}`).join('; '),
+  );
+}
+
+const shot = (page, name, fullPage = true) => page.screenshot({ path: join(shots, `${name}.png`), fullPage });
+
+// ---------------------------------------------------------------- seed
+
+const who = async (token) => (await gql('{ viewer { sub roles } }', {}, token)).viewer;
+const subs = {};
+let portal;
+/** `{ text, results }`: a search text and the keywords the API finds for it. */
+let search;
+const seeded = new Map(); // ddbId -> { keywordId, keywordLabel, creator }
+const N = 120;
+
+try {
+  for (const [name, token] of Object.entries({ editor: editorToken, editor2: editor2Token, contributor: contributorToken, machine: machineToken })) {
+    const v = await who(token);
+    if (!v) throw new Error(`the ${name} token was refused`);
+    subs[name] = v.sub;
+  }
+  const { portals } = await gql('{ portals { id label children { id label keywords(first: 20) { nodes { id label } } } } }');
+  const usable = (p) => p.children.filter((c) => c.keywords.nodes.length).length >= 2;
+  portal = process.env.KARTEI_UI_PORTAL ? portals.find((p) => p.id === process.env.KARTEI_UI_PORTAL) : portals.find(usable);
+  if (!portal || !usable(portal)) throw new Error('no portal with keywords in two child categories');
+
+  // A search text (four letters of a keyword, in upper case) that finds two keywords or more.
+  const labels = portal.children.flatMap((c) => c.keywords.nodes.map((k) => k.label)).filter((l) => l.length >= 5);
+  const searchQuery = `query S($p: ID!, $t: String!) {
+    searchKeywords(portalId: $p, text: $t, first: 12) { id label hierarchicalCategories { id parentId } }
+  }`;
+  for (const label of labels) {
+    const text = label.slice(0, 4).toUpperCase();
+    if (fold(text).trim().length < 4) continue;
+    const found = (await gql(searchQuery, { p: portal.id, t: text })).searchKeywords;
+    if (found.length >= 2) {
+      search = { text, results: found };
+      break;
+    }
+  }
+  if (!search) throw new Error(`no four letters of a keyword in ${portal.id} find two keywords`);
+
+  // The keywords to assign: the two the search finds first, then one of every child category.
+  const childOf = new Map(portal.children.map((c) => [c.id, c]));
+  const keywords = search.results.slice(0, 2).map((k) => {
+    const child = k.hierarchicalCategories.find((c) => c.parentId === portal.id && childOf.has(c.id));
+    if (!child) throw new Error(`keyword ${k.id} has no category directly under ${portal.id}`);
+    return { id: k.id, label: k.label, child: child.id };
+  });
+  for (const c of portal.children) {
+    const k = c.keywords.nodes.find((n) => !keywords.some((x) => x.id === n.id));
+    if (k) keywords.push({ id: k.id, label: k.label, child: c.id });
+  }
+  const jobs = [];
+  for (let i = 1; i <= N; i++) {
+    const ddbId = `obj-${String(i).padStart(3, '0')}`;
+    const k = keywords[i % keywords.length];
+    const token = i % 2 ? contributorToken : machineToken;
+    seeded.set(ddbId, { keywordId: k.id, keywordLabel: k.label, creator: i % 2 ? subs.contributor : subs.machine });
+    jobs.push(() =>
+      gql(
+        `mutation S($input: SuggestAssignmentInput!) { suggestAssignment(input: $input) { status } }`,
+        { input: { portalId: portal.id, childCategoryId: k.child, keywordId: k.id, ddbId, confidence: (i % 100) / 100 } },
+        token,
+      ).catch((e) => {
+        throw new Error(`suggestAssignment ${ddbId}: ${e.message}${/CONFLICT/.test(e.message) ? ' (the store is not fresh)' : ''}`);
+      }),
+    );
+  }
+  for (let i = 0; i < jobs.length; i += 8) await Promise.all(jobs.slice(i, i + 8).map((j) => j()));
+  const review = (await assignments(portal.id, 'SUGGESTED')).length + (await assignments(portal.id, 'AUTOSUGGESTED')).length;
+  if (review !== N) throw new Error(`after seeding, ${review} assignments wait for review in ${portal.id}, not ${N}`);
+  // An image of obj-001 (a binary whose context is the object's ddb id), scaled by the server.
+  const form = new FormData();
+  form.append('context', 'obj-001');
+  form.append('file', new Blob([readFileSync(new URL('../data/cmyk.jpg', import.meta.url))], { type: 'image/jpeg' }), 'obj-001.jpg');
+  const upload = await fetch(`${base}/binaries/upload`, { method: 'POST', headers: { authorization: `Bearer ${machineToken}` }, body: form });
+  if (upload.status !== 201) throw new Error(`upload of obj-001's image: HTTP ${upload.status} ${await upload.text()}`);
+  const { referenceId } = await upload.json();
+  for (let i = 0; ; i++) {
+    const { binary } = await gql('query B($r: ID!) { binary(referenceId: $r) { status error } }', { r: referenceId });
+    if (binary.status === 'OK') break;
+    if (binary.status === 'ERROR' || i > 100) throw new Error(`obj-001's image did not scale: ${JSON.stringify(binary)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  console.log(`# seeded ${N} assignments in portal ${portal.id} (${portal.label}); search text ${JSON.stringify(search.text)}; screenshots in ${shots}`);
+} catch (e) {
+  console.log(`not ok - seed data through the GraphQL API: ${e.message}`);
+  console.log('0 passed, 1 failed');
+  await browser.close();
+  process.exit(1);
+}
+
+const queuePath = `/ui/queue?portal=${encodeURIComponent(portal.id)}`;
+const editor = await curator(editorToken, 'editor');
+
+// ---------------------------------------------------------------- 1. sign in
+
+await step('sign in through the dialog', async () => {
+  const reader = await curator(null, 'reader', true);
+  const page = await open(reader, queuePath);
+  const header = page.locator('#top');
+  await header.getByRole('button', { name: 'Anmelden', exact: true }).click();
+  const dialog = page.locator('dialog#signin[open]');
+  await dialog.waitFor();
+  const field = dialog.locator('textarea#token');
+  check(await field.evaluate((el) => el === document.activeElement), 'the token field does not have the focus when the dialog opens');
+  // A token that is no token is refused in the dialog, which stays open.
+  await field.fill('not-a-token');
+  await dialog.locator('button[type=submit]').click();
+  await dialog.locator('[role=alert]').filter({ hasText: /\S/ }).waitFor();
+  check(await page.locator('dialog#signin').evaluate((d) => d.open), 'the dialog closed on a refused token');
+  await sane(page);
+  // The editor's token signs in.
+  await field.fill(editorToken);
+  await dialog.locator('button[type=submit]').click();
+  await page.locator('dialog#signin').waitFor({ state: 'hidden' });
+  await page.locator('[data-testid=viewer]').filter({ hasText: subs.editor }).waitFor();
+  check((await page.locator('[data-testid=viewer]').innerText()).trim() === subs.editor, 'the header does not show the subject');
+  check((await page.evaluate(() => sessionStorage.getItem('kartei.token'))) === editorToken, "sessionStorage 'kartei.token' does not hold the token");
+  for (const path of ['/ui/queue', '/ui/object', '/ui/release', '/ui/suggestions', '/ui/crawl']) {
+    check(await header.locator(`a[href="${path}"]`).count(), `no nav link ${path} for an editor`);
+  }
+  await rowsShown(page);
+  // The language switches to English and back.
+  await header.getByRole('button', { name: /Sprache wechseln|English/ }).click();
+  await header.getByRole('button', { name: /Switch language|Deutsch/ }).waitFor();
+  check((await page.evaluate(() => document.documentElement.lang)) === 'en', 'html lang is not en after switching to English');
+  await header.getByRole('button', { name: /Switch language|Deutsch/ }).click();
+  await header.getByRole('button', { name: /Sprache wechseln|English/ }).waitFor();
+  await rowsShown(page);
+  return [page];
+});
+
+// ---------------------------------------------------------------- 2. search
+
+await step('search as you type (marks shown, Enter filters by keyword)', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const input = page.locator('input[data-testid=keyword-search]');
+  check((await input.getAttribute('role')) === 'combobox', 'the search field is not role=combobox');
+  await input.pressSequentially(search.text, { delay: 40 });
+  const listbox = page.locator('[role=listbox]:visible');
+  await listbox.locator('[role=option] mark').first().waitFor();
+  const marks = await listbox.locator('[role=option] mark').allInnerTexts();
+  check(marks.length >= 2, `${marks.length} highlighted option(s) for ${search.text}, expected at least 2`);
+  const bad = marks.filter((m) => fold(m) !== fold(search.text));
+  check(!bad.length, `marks ${JSON.stringify(bad)} are not the typed ${JSON.stringify(search.text)}`);
+  const labels = await listbox.locator('[role=option] .label').allInnerTexts();
+  check(labels[0] === search.results[0].label, `the first option is ${JSON.stringify(labels[0])}, the API ranks ${JSON.stringify(search.results[0].label)} first`);
+  await input.press('ArrowDown');
+  const active = listbox.locator('[role=option][aria-selected=true]');
+  await active.filter({ hasText: search.results[1].label }).waitFor();
+  check((await input.getAttribute('aria-activedescendant')) === (await active.getAttribute('id')), 'aria-activedescendant does not name the selected option');
+  await input.press('Enter');
+  const picked = search.results[1];
+  await page.waitForURL((url) => url.searchParams.get('keyword') === picked.id);
+  await page.waitForFunction(
+    ({ sel, label }) => {
+      const trs = [...document.querySelectorAll(sel)];
+      return trs.length > 0 && trs.every((tr) => tr.children[3] && tr.children[3].textContent.trim() === label);
+    },
+    { sel: ROWS, label: picked.label },
+  ).catch(() => {});
+  const shown = await ddbsOf(page);
+  const expected = [...seeded].filter(([, s]) => s.keywordId === picked.id).map(([d]) => d);
+  check(
+    JSON.stringify(shown) === JSON.stringify(expected.slice(0, 50)),
+    `filtered by ${picked.id} the queue shows ${shown.length} rows (${shown.slice(0, 3).join(', ')}…), expected ${Math.min(50, expected.length)} (${expected.slice(0, 3).join(', ')}…)`,
+  );
+  const kw = await page.locator(`${ROWS} td:nth-child(4)`).allInnerTexts();
+  check(kw.every((k) => k.trim() === picked.label), `rows with another keyword than ${picked.label}: ${[...new Set(kw)].join(', ')}`);
+  return [page];
+});
+
+// ---------------------------------------------------------------- 3. paging
+
+await step('page through a queue of 120 assignments (50, 50, 20)', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const seen = [];
+  const sizes = [];
+  for (let n = 1; n <= 3; n++) {
+    if (n > 1) {
+      await page.locator('[data-testid=next-page]').click();
+      await page.waitForFunction(
+        ({ n, sel }) => document.querySelector('[data-testid=page-no]')?.textContent.trim() === String(n) && document.querySelector(sel),
+        { n, sel: ROWS },
+      );
+    }
+    check((await page.locator('[data-testid=page-no]').innerText()).trim() === String(n), `the page number is not ${n}`);
+    const keys = await page.locator(ROWS).evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-key')));
+    sizes.push(keys.length);
+    seen.push(...keys);
+  }
+  check(JSON.stringify(sizes) === '[50,50,20]', `pages of ${sizes.join(', ')} rows, expected 50, 50, 20`);
+  check(new Set(seen).size === seen.length, `${seen.length - new Set(seen).size} key(s) shown on two pages`);
+  check(await page.locator('[data-testid=next-page]').isDisabled(), 'the next-page button is enabled on the last page');
+  const ddbs = seen.map((k) => k.split('\u001f')[1]);
+  check(JSON.stringify(ddbs) === JSON.stringify([...seeded.keys()]), 'the pages do not show obj-001..obj-120 in key order');
+  return [page];
+});
+
+// ---------------------------------------------------------------- 4. bulk accept
+
+await step('bulk accept 10', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const ddbs = (await ddbsOf(page)).slice(0, 10);
+  for (const ddb of ddbs) await row(page, ddb).locator('input[type=checkbox]').check();
+  await page.locator('[data-testid=selected-count]').filter({ hasText: /(^|\D)10(\D|$)/ }).waitFor();
+  const button = page.locator('button[data-bulk=accept]');
+  check(await button.count(), 'no bulk accept button with 10 rows selected');
+  await button.click();
+  for (const ddb of ddbs) await waitRow(page, ddb, 'ACCEPTED', 'ok', 'bulk accept');
+  const ok = await page.locator(`${ROWS} [data-testid=result].ok`).count();
+  check(ok === 10, `${ok} result cells of class ok, expected 10`);
+  const accepted = new Set((await assignments(portal.id, 'ACCEPTED')).map((a) => a.ddbId));
+  const missing = ddbs.filter((d) => !accepted.has(d));
+  check(!missing.length, `the server does not have ${missing.join(', ')} ACCEPTED`);
+  await page.locator('[data-testid=selected-count]').filter({ hasText: /(^|\D)0(\D|$)/ }).waitFor();
+  return [page];
+});
+
+// ---------------------------------------------------------------- 5./6. two curators
+
+/** A (editor) and B (editor2) on one queue; A's websocket runs through a route that can hold server messages back. */
+const ws = { hold: false, held: [], toServer: [], toPage: [], opened: 0, route: null };
+let curators = null;
+async function twoCurators() {
+  if (curators) return curators;
+  const contextA = await curator(editorToken, 'A');
+  const contextB = await curator(editor2Token, 'B');
+  const a = await contextA.newPage();
+  await a.routeWebSocket(/\/graphql\/ws/, (route) => {
+    ws.opened++;
+    ws.route = route;
+    const server = route.connectToServer();
+    route.onMessage((m) => {
+      ws.toServer.push(String(m));
+      server.send(m);
+    });
+    server.onMessage((m) => {
+      ws.toPage.push(String(m));
+      if (ws.hold) ws.held.push(m);
+      else route.send(m);
+    });
+    route.onClose((code, reason) => server.close({ code, reason }));
+    server.onClose((code, reason) => route.close({ code, reason }));
+  });
+  await a.goto(`${base}${queuePath}`);
+  const b = await open(contextB, queuePath);
+  curators = { a, b, contextA, contextB };
+  return curators;
+}
+const inReview = async (page) =>
+  page.locator(ROWS).evaluateAll((trs, review) => trs.filter((tr) => review.includes(tr.getAttribute('data-status'))).map((tr) => tr.getAttribute('data-ddb')), REVIEW);
+
+await step('two curators: B accepts a row, A sees it change live', async () => {
+  const { a, b } = await twoCurators();
+  lastPages.push(a, b);
+  await rowsShown(a);
+  await rowsShown(b);
+  // A's subscription is sent before B acts.
+  const subscribe = () => ws.toServer.some((m) => /"type"\s*:\s*"subscribe"/.test(m));
+  for (const until = Date.now() + 5000; Date.now() < until && !subscribe(); ) await a.waitForTimeout(50);
+  const subscribed = subscribe();
+  const target = (await inReview(a))[0];
+  check(target, 'A shows no row waiting for review');
+  await row(b, target).locator('button[data-action=accept]').click();
+  await waitRow(b, target, 'ACCEPTED', 'ok', "B's own view");
+  try {
+    await waitRow(a, target, 'ACCEPTED', 'live', "A's view without reload");
+  } catch (e) {
+    const frames = ws.opened
+      ? `A's websocket: ${ws.toServer.length} frame(s) to the server, ${ws.toPage.length} to the page${ws.toPage.length ? `, last ${ws.toPage.at(-1).slice(0, 160)}` : ''}`
+      : 'A opened no websocket to /graphql/ws';
+    throw new StepError(`${e.message}; ${subscribed ? 'A had sent its subscribe' : 'A sent no graphql-transport-ws subscribe within 5 s'}; ${frames}`);
+  }
+  return [a, b];
+});
+
+await step('two curators: a conflict shows the current status', async () => {
+  const { a, b } = await twoCurators();
+  lastPages.push(a, b);
+  await rowsShown(a);
+  await rowsShown(b);
+  ws.hold = true;
+  try {
+    const inB = new Set(await inReview(b));
+    const target = (await inReview(a)).find((d) => inB.has(d));
+    check(target, 'no row waits for review in both A and B');
+    await row(b, target).locator('button[data-action=reject]').click();
+    await waitRow(b, target, 'REJECTED', 'ok', "B's own view");
+    check((await statusOf(a, target)) !== 'REJECTED', `A's row ${target} changed although its websocket messages were held`);
+    await row(a, target).locator('button[data-action=accept]').click();
+    await waitRow(a, target, 'REJECTED', 'conflict', "A's accept after B's reject");
+    const text = await row(a, target).locator('[data-testid=result]').innerText();
+    check(text.includes(STATUS_DE.REJECTED), `the conflict ${JSON.stringify(text)} does not name the current status (${STATUS_DE.REJECTED})`);
+  } finally {
+    ws.hold = false;
+    const held = ws.held.splice(0);
+    for (const m of held) {
+      try {
+        ws.route.send(m);
+      } catch {}
+    }
+  }
+  // The held messages, now delivered, change nothing and break nothing.
+  await a.waitForTimeout(300);
+  return [a, b];
+});
+if (curators) {
+  await curators.contextA.close();
+  await curators.contextB.close();
+}
+
+// ---------------------------------------------------------------- 7. keyboard
+
+await step('keyboard-only review of five rows', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const kb = page.keyboard;
+  await kb.press('?');
+  await page.locator('dialog#help[open]').waitFor();
+  await kb.press('Escape');
+  await page.locator('dialog#help[open]').waitFor({ state: 'detached' });
+  const focused = () => page.evaluate(() => document.activeElement?.closest('tr[data-key]')?.getAttribute('data-ddb') ?? null);
+  await kb.press('j');
+  await page.waitForFunction(() => document.activeElement?.matches('tr[data-key]'));
+  // x selects the focused row and deselects it again.
+  await kb.press('x');
+  await page.locator('[data-testid=selected-count]').filter({ hasText: /(^|\D)1(\D|$)/ }).waitFor();
+  await kb.press('x');
+  await page.locator('[data-testid=selected-count]').filter({ hasText: /(^|\D)0(\D|$)/ }).waitFor();
+  const done = [];
+  for (let i = 0; i < 5; i++) {
+    if (i > 0) {
+      await kb.press('j');
+      await page.waitForFunction((prev) => document.activeElement?.closest('tr[data-key]')?.getAttribute('data-ddb') !== prev, done.at(-1));
+    }
+    const ddb = await focused();
+    check(ddb, `no row has the focus before action ${i + 1}`);
+    check(!done.includes(ddb), `j did not move on from ${ddb}`);
+    const [key, status] = i % 2 ? ['r', 'REJECTED'] : ['a', 'ACCEPTED'];
+    await kb.press(key);
+    await waitRow(page, ddb, status, 'ok', `key ${key}`);
+    await page.waitForFunction((d) => document.activeElement?.getAttribute('data-ddb') === d, ddb).catch(() => {
+      throw new StepError(`the focus left row ${ddb} after key ${key}`);
+    });
+    done.push(ddb);
+  }
+  const ok = await page.locator(`${ROWS} [data-testid=result].ok`).count();
+  check(ok === 5, `${ok} result cells of class ok, expected 5`);
+  return [page];
+});
+
+// ---------------------------------------------------------------- 8. contributor
+
+await step('a contributor does not see editor actions', async () => {
+  const context = await curator(contributorToken, 'contributor', true);
+  const page = await open(context, queuePath);
+  await rowsShown(page);
+  await page.locator('[data-testid=viewer]').filter({ hasText: subs.contributor }).waitFor();
+  for (const action of ['accept', 'reject', 'delete', 'keep']) {
+    const n = await page.locator(`button[data-action=${action}]`).count();
+    check(n === 0, `${n} data-action=${action} button(s) for a contributor`);
+  }
+  check(!(await page.locator('a[href="/ui/release"]').count()), 'a contributor has a release nav link');
+  await row(page, (await ddbsOf(page))[0]).locator('input[type=checkbox]').check();
+  check(!(await page.locator('button[data-bulk=accept], button[data-bulk=reject]').count()), 'a contributor is offered bulk accept or reject');
+  return [page];
+});
+
+// ---------------------------------------------------------------- 9. release
+
+await step('release as an editor', async () => {
+  const waiting = (await assignments(portal.id, 'ACCEPTED')).length;
+  check(waiting > 0, 'nothing ACCEPTED to release (earlier steps failed)');
+  const page = await open(editor, `/ui/release?portal=${encodeURIComponent(portal.id)}`);
+  await viewShown(page, 'release');
+  const count = page.locator('[data-testid=waiting-count]');
+  await count.filter({ hasText: new RegExp(`(^|\\D)${waiting}(\\D|$)`) }).waitFor().catch(async () => {
+    throw new StepError(`waiting-count shows ${JSON.stringify(await count.innerText().catch(() => '(missing)'))}, the server has ${waiting} ACCEPTED`);
+  });
+  await page.locator('button[data-testid=run-release]').click();
+  const result = page.locator('[data-testid=release-result]');
+  await result.filter({ hasText: new RegExp(`(^|\\D)${waiting}(\\D|$)`) }).waitFor().catch(async () => {
+    throw new StepError(`release-result shows ${JSON.stringify(await result.innerText().catch(() => '(missing)'))}, expected ${waiting} published`);
+  });
+  const runs = page.locator('[data-testid=release-runs]');
+  await runs.filter({ hasText: new RegExp(`(^|\\D)${waiting}(\\D|$)`) }).waitFor().catch(async () => {
+    throw new StepError(`release-runs shows ${JSON.stringify(await runs.innerText().catch(() => '(missing)'))}, without the run of ${waiting}`);
+  });
+  const left = (await assignments(portal.id, 'ACCEPTED')).length;
+  check(left === 0, `${left} still ACCEPTED after the release`);
+  const { releaseRuns } = await gql('query R($p: ID!) { releaseRuns(portalId: $p) { successful published } }', { p: portal.id });
+  check(releaseRuns.some((r) => r.successful && r.published === waiting), `releaseRuns ${JSON.stringify(releaseRuns)} has no successful run of ${waiting}`);
+  return [page];
+});
+
+// ---------------------------------------------------------------- 10. axe and screenshots
+
+const views = [
+  ['queue', queuePath, async (page) => rowsShown(page)],
+  [
+    'object',
+    '/ui/object/obj-001',
+    async (page) => {
+      for (const hook of ['[data-testid=object-assignments]', '[data-testid=images]', 'form[data-testid=add-keyword]']) {
+        await page.locator(hook).first().waitFor().catch(() => {
+          throw new StepError(`no ${hook} in the object view`);
+        });
+      }
+      const text = await page.locator('[data-testid=object-assignments]').innerText();
+      const label = seeded.get('obj-001').keywordLabel;
+      check(text.includes(label), `the object's assignments do not show its keyword ${label}: ${JSON.stringify(text.slice(0, 200))}`);
+      // Its image: the stored 140x105 derivative, and the zoomable IIIF view.
+      const loaded = (sel) =>
+        page.waitForFunction((s) => { const i = document.querySelector(s); return !!i && i.complete && i.naturalWidth > 0; }, sel, { timeout: TIMEOUT });
+      await loaded('[data-testid=images] figure img').catch(() => {
+        throw new StepError("the object's derivative does not show");
+      });
+      const thumb = await page.locator('[data-testid=images] figure img').getAttribute('src');
+      check(thumb.includes('!140,105'), `the thumbnail is not the stored 140x105 derivative: ${thumb}`);
+      await loaded('.zoom img').catch(() => {
+        throw new StepError('the zoom view shows no image');
+      });
+      const whole = await page.locator('.zoom img').getAttribute('src');
+      check(/^\/iiif\/3\/[^/]+\/0,0,320,200\//.test(whole), `the zoom view does not ask IIIF for the whole image: ${whole}`);
+      await page.locator('.zoom').focus();
+      await page.keyboard.press('+');
+      await page.keyboard.press('+');
+      await page.waitForFunction((before) => document.querySelector('.zoom img').getAttribute('src') !== before, whole, { timeout: TIMEOUT }).catch(() => {
+        throw new StepError('zooming in with + asks IIIF for nothing new');
+      });
+      await loaded('.zoom img').catch(() => {
+        throw new StepError('the zoomed region does not load');
+      });
+      const zoomed = await page.locator('.zoom img').getAttribute('src');
+      const region = zoomed.split('/')[4].split(',').map(Number);
+      check(region.length === 4 && region[2] < 320, `zooming in does not ask for a smaller region: ${zoomed}`);
+    },
+  ],
+  [
+    'release',
+    `/ui/release?portal=${encodeURIComponent(portal.id)}`,
+    async (page) => {
+      for (const hook of ['[data-testid=waiting-count]', 'button[data-testid=run-release]', '[data-testid=release-runs]']) {
+        check(await page.locator(hook).count(), `no ${hook} in the release view`);
+      }
+    },
+  ],
+  ['suggestions', '/ui/suggestions', async () => {}],
+  ['crawl', '/ui/crawl', async () => {}],
+];
+for (const [name, path, ready] of views) {
+  await step(`axe and screenshot: ${name} view`, async () => {
+    const page = await open(editor, path);
+    await viewShown(page, name);
+    await ready(page);
+    await shot(page, name);
+    await axe(page, `the ${name} view`);
+    return [page];
+  });
+}
+await step('axe and screenshot: the open sign-in dialog', async () => {
+  const reader = await curator(null, 'reader', true);
+  const page = await open(reader, queuePath);
+  await viewShown(page, 'queue').catch(() => {}); // the dialog is the subject here, not the queue
+  await page.locator('#top').getByRole('button', { name: 'Anmelden', exact: true }).click();
+  await page.locator('dialog#signin[open] textarea#token').waitFor();
+  await shot(page, 'signin', false); // the modal covers the viewport; a full page would show it cut off
+  await axe(page, 'the open sign-in dialog');
+  return [page];
+});
+
+await step('no request to another origin', async () => {
+  check(!outside.length, `refused: ${[...new Set(outside)].join(', ')}`);
+});
+
+await browser.close();
+if (consoleErrors.length) {
+  console.log(`# console errors (for diagnosis): ${[...new Set(consoleErrors)].slice(0, 10).join(' | ')}`);
+}
+console.log(`# ${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${shots}`);
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,301 @@
+// @ts-check
+/**
+ * German and English labels (German by default, switchable; the choice is
+ * kept in localStorage), and dates in the curator's own locale.
+ */
+
+const LANG_KEY = 'kartei.lang';
+
+/** @type {Record<string, Record<string, string>>} */
+const LABELS = {
+  de: {
+    skip: 'Zum Inhalt springen',
+    queue: 'Prüfliste',
+    object: 'Objekt',
+    release: 'Freigabe',
+    suggestions: 'Bildvorschläge',
+    crawl: 'Crawler',
+    signIn: 'Anmelden',
+    signOut: 'Abmelden',
+    language: 'English',
+    languageLabel: 'Sprache wechseln',
+    reader: 'Gast (nur lesen)',
+    roles: 'Rollen',
+    tokenLabel: 'Token (JWT)',
+    tokenHelp: 'Ein Token erzeugt die Betreiberin mit „kartei token --sub NAME --roles editor“. Im lokalen Schnellstart druckt „kartei serve“ ein Admin-Token.',
+    tokenRefused: 'Das Token wurde abgelehnt',
+    sessionExpired: 'Die Sitzung ist abgelaufen. Bitte erneut anmelden; die Auswahl bleibt erhalten.',
+    signedInAs: 'Angemeldet als {sub}',
+    portal: 'Portal',
+    categories: 'Kategorien',
+    searchKeywords: 'Schlagwort suchen',
+    searchHint: 'Pfeiltasten wählen, Enter filtert die Liste',
+    searchPickHint: 'Pfeiltasten wählen, Enter übernimmt das Schlagwort',
+    noMatches: 'Keine Treffer',
+    status: 'Status',
+    creator: 'Ersteller:in',
+    anyCreator: 'alle',
+    keyword: 'Schlagwort',
+    keywordFilter: 'Schlagwort: {label}',
+    clearFilter: 'Filter entfernen',
+    category: 'Kategorie',
+    confidence: 'Konfidenz',
+    age: 'Alter',
+    image: 'Bild',
+    actions: 'Aktionen',
+    select: 'Auswählen',
+    selectAll: 'Alle auf dieser Seite auswählen',
+    selected: '{n} ausgewählt',
+    accept: 'Annehmen',
+    reject: 'Ablehnen',
+    proposeDeletion: 'Löschung vorschlagen',
+    delete: 'Löschen',
+    keep: 'Behalten',
+    undo: 'Rückgängig',
+    undone: 'Rückgängig gemacht',
+    nextPage: 'Nächste Seite',
+    prevPage: 'Vorige Seite',
+    firstPage: 'Erste Seite',
+    empty: 'Nichts zu prüfen.',
+    loading: 'Lädt …',
+    applied: 'erledigt',
+    conflict: 'Konflikt: inzwischen {status}',
+    conflictBy: 'Konflikt: {who} hat es inzwischen auf {status} gesetzt',
+    shortcuts: 'Tastenkürzel',
+    shortcutsHelp: 'j / k: nächste / vorige Zeile · x: auswählen · a: annehmen · r: ablehnen · d: Löschung vorschlagen · u: rückgängig · /: Suche · ?: diese Hilfe',
+    close: 'Schließen',
+    openObject: 'Objekt {id} öffnen',
+    objectId: 'Objekt-ID (DDB)',
+    show: 'Anzeigen',
+    assignmentsOfObject: 'Zuordnungen',
+    images: 'Bilder',
+    noImages: 'Keine Bilder gespeichert.',
+    zoomIn: 'Vergrößern',
+    zoomOut: 'Verkleinern',
+    zoomReset: 'Ganzes Bild',
+    addKeyword: 'Schlagwort hinzufügen',
+    add: 'Hinzufügen',
+    added: 'Schlagwort hinzugefügt',
+    pickKeyword: 'Zuerst ein Schlagwort wählen',
+    releaseWaiting: 'Angenommen und wartend',
+    runRelease: 'Freigabe starten',
+    releaseDone: 'Freigabe beendet: {n} veröffentlicht',
+    releaseHistory: 'Letzte Freigaben',
+    successful: 'erfolgreich',
+    failed: 'fehlgeschlagen',
+    published: 'veröffentlicht',
+    noRuns: 'Noch keine Freigabe.',
+    more: 'und weitere',
+    wiki: 'Wiki',
+    pageId: 'Seiten-ID',
+    randomPage: 'Zufällige Seite',
+    datasets: 'Datensätze',
+    current: 'aktuell',
+    noSuggestions: 'Keine offenen Vorschläge für diese Seite.',
+    foundOn: 'gefunden in',
+    feedbackSaved: 'Rückmeldung gespeichert',
+    domains: 'Domains',
+    state: 'Zustand',
+    priority: 'Priorität',
+    links: 'Links',
+    uncrawled: 'ungecrawlt',
+    excluded: 'ausgeschlossen',
+    binaryOrUrl: 'Binary-Referenz oder URL',
+    crawlStatus: 'Crawl-Status',
+    history: 'Verlauf',
+    notFound: 'Nicht gefunden.',
+    error: 'Fehler',
+    forbiddenView: 'Dafür fehlt die Rolle.',
+    results: '{ok} erledigt, {failed} nicht',
+    live: 'live',
+    offline: 'getrennt',
+    changedLive: '{n} Änderungen von anderen',
+    imported: '{n} neue Zuordnungen importiert – neu laden',
+  },
+  en: {
+    skip: 'Skip to content',
+    queue: 'Review queue',
+    object: 'Object',
+    release: 'Release',
+    suggestions: 'Image suggestions',
+    crawl: 'Crawler',
+    signIn: 'Sign in',
+    signOut: 'Sign out',
+    language: 'Deutsch',
+    languageLabel: 'Switch language',
+    reader: 'Guest (read only)',
+    roles: 'Roles',
+    tokenLabel: 'Token (JWT)',
+    tokenHelp: 'The operator mints a token with “kartei token --sub NAME --roles editor”. In the local quick start, “kartei serve” prints an admin token.',
+    tokenRefused: 'The token was refused',
+    sessionExpired: 'Your session has expired. Please sign in again; your selection is kept.',
+    signedInAs: 'Signed in as {sub}',
+    portal: 'Portal',
+    categories: 'Categories',
+    searchKeywords: 'Search keywords',
+    searchHint: 'Arrow keys choose, Enter filters the queue',
+    searchPickHint: 'Arrow keys choose, Enter picks the keyword',
+    noMatches: 'No matches',
+    status: 'Status',
+    creator: 'Creator',
+    anyCreator: 'any',
+    keyword: 'Keyword',
+    keywordFilter: 'Keyword: {label}',
+    clearFilter: 'Clear filter',
+    category: 'Category',
+    confidence: 'Confidence',
+    age: 'Age',
+    image: 'Image',
+    actions: 'Actions',
+    select: 'Select',
+    selectAll: 'Select all on this page',
+    selected: '{n} selected',
+    accept: 'Accept',
+    reject: 'Reject',
+    proposeDeletion: 'Propose deletion',
+    delete: 'Delete',
+    keep: 'Keep',
+    undo: 'Undo',
+    undone: 'Undone',
+    nextPage: 'Next page',
+    prevPage: 'Previous page',
+    firstPage: 'First page',
+    empty: 'Nothing to review.',
+    loading: 'Loading …',
+    applied: 'done',
+    conflict: 'Conflict: now {status}',
+    conflictBy: 'Conflict: {who} set it to {status} meanwhile',
+    shortcuts: 'Keyboard shortcuts',
+    shortcutsHelp: 'j / k: next / previous row · x: select · a: accept · r: reject · d: propose deletion · u: undo · /: search · ?: this help',
+    close: 'Close',
+    openObject: 'Open object {id}',
+    objectId: 'Object id (DDB)',
+    show: 'Show',
+    assignmentsOfObject: 'Assignments',
+    images: 'Images',
+    noImages: 'No images stored.',
+    zoomIn: 'Zoom in',
+    zoomOut: 'Zoom out',
+    zoomReset: 'Whole image',
+    addKeyword: 'Add a keyword',
+    add: 'Add',
+    added: 'Keyword added',
+    pickKeyword: 'Pick a keyword first',
+    releaseWaiting: 'Accepted and waiting',
+    runRelease: 'Run release',
+    releaseDone: 'Release finished: {n} published',
+    releaseHistory: 'Last release runs',
+    successful: 'successful',
+    failed: 'failed',
+    published: 'published',
+    noRuns: 'No release yet.',
+    more: 'and more',
+    wiki: 'Wiki',
+    pageId: 'Page id',
+    randomPage: 'Random page',
+    datasets: 'Datasets',
+    current: 'current',
+    noSuggestions: 'No open suggestions for this page.',
+    foundOn: 'found on',
+    feedbackSaved: 'Feedback saved',
+    domains: 'Domains',
+    state: 'State',
+    priority: 'Priority',
+    links: 'Links',
+    uncrawled: 'uncrawled',
+    excluded: 'excluded',
+    binaryOrUrl: 'Binary reference or URL',
+    crawlStatus: 'Crawl status',
+    history: 'History',
+    notFound: 'Not found.',
+    error: 'Error',
+    forbiddenView: 'Your roles do not allow this.',
+    results: '{ok} done, {failed} not',
+    live: 'live',
+    offline: 'disconnected',
+    changedLive: '{n} changes by others',
+    imported: '{n} new assignments imported – reload',
+  },
+};
+
+/** Status names as curators say them. */
+const STATUS = {
+  de: {
+    AUTOSUGGESTED: 'maschinell vorgeschlagen',
+    SUGGESTED: 'vorgeschlagen',
+    DELETESUGGESTED: 'Löschung vorgeschlagen',
+    ACCEPTED: 'angenommen',
+    REJECTED: 'abgelehnt',
+    PUBLISHED: 'veröffentlicht',
+    DELETED: 'gelöscht',
+    REVIEW: 'alle Vorschläge',
+  },
+  en: {
+    AUTOSUGGESTED: 'machine suggested',
+    SUGGESTED: 'suggested',
+    DELETESUGGESTED: 'deletion proposed',
+    ACCEPTED: 'accepted',
+    REJECTED: 'rejected',
+    PUBLISHED: 'published',
+    DELETED: 'deleted',
+    REVIEW: 'all suggestions',
+  },
+};
+
+/** @returns {'de' | 'en'} */
+export function lang() {
+  return localStorage.getItem(LANG_KEY) === 'en' ? 'en' : 'de';
+}
+
+/** @param {'de' | 'en'} value */
+export function setLang(value) {
+  localStorage.setItem(LANG_KEY, value);
+  document.documentElement.lang = value;
+}
+
+/**
+ * A label in the current language, with `{name}` filled from `params`.
+ * @param {string} key
+ * @param {Record<string, string | number>} [params]
+ */
+export function t(key, params = {}) {
+  const text = LABELS[lang()][key] ?? LABELS.en[key] ?? key;
+  return text.replace(/\{(\w+)\}/g, (_, name) => String(params[name] ?? ''));
+}
+
+/** @param {string} status */
+export function statusLabel(status) {
+  return /** @type {Record<string, string>} */ (STATUS[lang()])[status] ?? status;
+}
+
+/** The curator's own locale for dates and numbers (the browser's). */
+function locale() {
+  return navigator.languages && navigator.languages.length ? navigator.languages[0] : navigator.language;
+}
+
+/** @param {string | null | undefined} iso */
+export function formatDate(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return new Intl.DateTimeFormat(locale(), { dateStyle: 'medium', timeStyle: 'short' }).format(d);
+}
+
+/** How long ago, in the UI's language ("vor 3 Tagen"). @param {string} iso */
+export function formatAge(iso) {
+  const d = new Date(iso).getTime();
+  if (Number.isNaN(d)) return '';
+  const seconds = Math.round((d - Date.now()) / 1000);
+  const rtf = new Intl.RelativeTimeFormat(lang(), { numeric: 'auto' });
+  /** @type {[Intl.RelativeTimeFormatUnit, number][]} */
+  const units = [['year', 31536000], ['month', 2592000], ['day', 86400], ['hour', 3600], ['minute', 60]];
+  for (const [unit, size] of units) {
+    if (Math.abs(seconds) >= size) return rtf.format(Math.round(seconds / size), unit);
+  }
+  return rtf.format(seconds, 'second');
+}
+
+/** @param {number} n */
+export function formatNumber(n) {
+  return new Intl.NumberFormat(locale(), { maximumFractionDigits: 2 }).format(n);
+}

@@ -1,0 +1,71 @@
+// @ts-check
+/**
+ * Live updates: a GraphQL subscription over WebSocket (the graphql-transport-ws
+ * protocol at /graphql/ws). The token goes in `connection_init`. When the
+ * socket drops, it reconnects with a growing pause and resubscribes with the
+ * last event id it saw, so the server replays what happened in between.
+ */
+import { token } from './api.js';
+import { NODE } from './workflow.js';
+
+const QUERY = `subscription Changes($portal: ID!, $after: String) {
+  assignmentChanged(portalId: $portal, after: $after) {
+    id actor kind imported previousStatus assignment { ${NODE} }
+  }
+}`;
+
+/**
+ * Follows the changes of one portal's assignments.
+ * @param {{ portalId: string }} vars
+ * @param {(event: any) => void} onEvent
+ * @param {(state: 'open' | 'closed') => void} onState
+ * @returns {() => void} stops following
+ */
+export function subscribe(vars, onEvent, onState) {
+  /** @type {string | null} */
+  let after = null;
+  /** @type {WebSocket | null} */
+  let socket = null;
+  let stopped = false;
+  let pause = 500;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let retry;
+
+  const connect = () => {
+    if (stopped) return;
+    const url = new URL('/graphql/ws', location.href);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    const ws = new WebSocket(url, 'graphql-transport-ws');
+    socket = ws;
+    ws.onopen = () => {
+      const bearer = token();
+      ws.send(JSON.stringify({ type: 'connection_init', payload: bearer ? { Authorization: `Bearer ${bearer}` } : {} }));
+    };
+    ws.onmessage = (message) => {
+      const msg = JSON.parse(String(message.data));
+      if (msg.type === 'connection_ack') {
+        pause = 500;
+        onState('open');
+        ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: QUERY, variables: { portal: vars.portalId, after } } }));
+      } else if (msg.type === 'next' && msg.payload && msg.payload.data) {
+        const event = msg.payload.data.assignmentChanged;
+        after = event.id;
+        onEvent(event);
+      } else if (msg.type === 'ping') {
+        ws.send(JSON.stringify({ type: 'pong' }));
+      }
+    };
+    ws.onclose = () => {
+      onState('closed');
+      if (stopped) return;
+      retry = setTimeout(connect, pause);
+      pause = Math.min(pause * 2, 15000);
+    };
+  };
+  connect();
+  return () => {
+    stopped = true;
+    clearTimeout(retry);
+    if (socket) socket.close();
+  };
+}

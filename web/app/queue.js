@@ -1,0 +1,497 @@
+// @ts-check
+/**
+ * The review queue: a portal's assignments by status (by default everything
+ * waiting for review: SUGGESTED and AUTOSUGGESTED, merged in key order),
+ * filtered by creator or keyword, paged with the API's Relay cursors (never
+ * offsets). Accept, reject or propose deletion one row or many at once (one
+ * `transitionAssignments` call, a result per row), from the keyboard too, and
+ * undo the last action where the workflow allows the way back. Another
+ * curator's change first shows as a conflict with the current status; nothing
+ * the curator selected is lost.
+ */
+import { gql } from './api.js';
+import { errorText, fill, h, srOnly } from './dom.js';
+import { formatAge, formatDate, formatNumber, statusLabel, t } from './i18n.js';
+import { categoryTree, keywordSearch, portalPicker, portals } from './tree.js';
+import { ACTIONS, NODE, allowed, keyOf, transition } from './workflow.js';
+import { subscribe } from './live.js';
+
+const PAGE = 50;
+const REVIEW = ['SUGGESTED', 'AUTOSUGGESTED'];
+const STATUSES = ['REVIEW', 'SUGGESTED', 'AUTOSUGGESTED', 'ACCEPTED', 'DELETESUGGESTED', 'PUBLISHED', 'REJECTED', 'DELETED'];
+const SELECTION_KEY = 'kartei.selection';
+
+/**
+ * @typedef {object} Row
+ * @property {string} portalId @property {string} ddbId @property {string} keywordId @property {string} creator
+ * @property {string} childCategoryId
+ * @property {string} status @property {number | null} confidence @property {string} createdAt
+ * @property {string} modifiedAt @property {{ id: string, label: string } | null} keyword
+ * @property {{ id: string, label: string } | null} childCategory
+ * @property {{ kind: 'ok' | 'error' | 'conflict' | 'live', text: string } | undefined} [result]
+ */
+
+/**
+ * A source of rows: one connection read forwards, optionally filtered here.
+ * @typedef {{ name: string, fetch: (after: string | null, first: number) => Promise<any>, keep: (row: Row) => boolean }} Source
+ */
+
+/** @param {Row} a @param {Row} b */
+function order(a, b) {
+  return a.ddbId < b.ddbId ? -1 : a.ddbId > b.ddbId ? 1 : a.keywordId < b.keywordId ? -1 : a.keywordId > b.keywordId ? 1 : a.creator < b.creator ? -1 : a.creator > b.creator ? 1 : 0;
+}
+
+/**
+ * One page of `size` rows merged from `sources` in key order, starting after
+ * each source's cursor in `start`. Returns the rows and each source's cursor
+ * after the last row it gave (the next page's start).
+ * @param {Source[]} sources @param {Record<string, string | null>} start @param {number} size
+ */
+async function pageOf(sources, start, size) {
+  const buffers = sources.map((s) => ({ s, edges: /** @type {any[]} */ ([]), after: start[s.name] ?? null, more: true, last: start[s.name] ?? null, reads: 0 }));
+  /** @param {typeof buffers[number]} b */
+  const refill = async (b) => {
+    // A filtered source may read several pages to find rows; at most 20 per page shown.
+    while (!b.edges.length && b.more && b.reads < 20) {
+      const conn = await b.s.fetch(b.after, size + 1);
+      b.reads++;
+      b.more = conn.pageInfo.hasNextPage;
+      b.after = conn.pageInfo.endCursor ?? b.after;
+      b.edges.push(...conn.edges.filter((/** @type {any} */ e) => b.s.keep(e.node)));
+    }
+  };
+  /** @type {Row[]} */
+  const rows = [];
+  while (rows.length < size) {
+    await Promise.all(buffers.map(refill));
+    const live = buffers.filter((b) => b.edges.length).sort((x, y) => order(x.edges[0].node, y.edges[0].node));
+    if (!live.length) break;
+    const edge = live[0].edges.shift();
+    live[0].last = edge.cursor;
+    rows.push(edge.node);
+  }
+  const next = Object.fromEntries(buffers.map((b) => [b.s.name, b.last]));
+  const hasNext = buffers.some((b) => b.edges.length > 0 || b.more);
+  return { rows, next, hasNext };
+}
+
+/** @param {HTMLElement} root @param {import('./app.js').Ctx} ctx */
+export async function view(root, ctx) {
+  const all = await portals();
+  const params = ctx.params;
+  const portalId = params.get('portal') || (all[0] && all[0].id) || null;
+  const status = STATUSES.includes(params.get('status') || '') ? /** @type {string} */ (params.get('status')) : 'REVIEW';
+  const creator = params.get('creator') || '';
+  const keywordId = params.get('keyword') || '';
+  const keywordLabel = params.get('kl') || keywordId;
+  if (!portalId) {
+    fill(root, h('p', null, t('empty')));
+    return;
+  }
+  /** @param {Record<string, string>} change */
+  const go = (change) => {
+    const next = new URLSearchParams({ portal: portalId, status, creator, keyword: keywordId, kl: keywordLabel, ...change });
+    for (const [k, v] of [...next]) if (!v) next.delete(k);
+    ctx.navigate(`/ui/queue?${next}`);
+  };
+
+  const statuses = status === 'REVIEW' ? REVIEW : [status];
+  /** @type {Source[]} */
+  const sources = keywordId
+    ? [
+        {
+          name: 'keyword',
+          fetch: (after, first) =>
+            gql(
+              `query K($k: ID!, $p: ID, $first: Int, $after: String) {
+                keywordAssignments(keywordId: $k, portalId: $p, first: $first, after: $after) {
+                  edges { cursor node { ${NODE} } } pageInfo { hasNextPage endCursor }
+                }
+              }`,
+              { k: keywordId, p: portalId, first: Math.max(first, 100), after },
+            ).then((d) => d.keywordAssignments),
+          keep: (r) => statuses.includes(r.status) && (!creator || r.creator === creator),
+        },
+      ]
+    : statuses.map((s) => ({
+        name: s,
+        fetch: (after, first) =>
+          gql(
+            `query Q($p: ID!, $s: AssignmentStatus, $c: String, $first: Int, $after: String) {
+              assignments(portalId: $p, status: $s, creator: $c, first: $first, after: $after) {
+                edges { cursor node { ${NODE} } } pageInfo { hasNextPage endCursor }
+              }
+            }`,
+            { p: portalId, s, c: creator || null, first, after },
+          ).then((d) => d.assignments),
+        keep: () => true,
+      }));
+
+  /** @type {Set<string>} */
+  const selection = new Set(JSON.parse(sessionStorage.getItem(SELECTION_KEY) || '[]'));
+  const saveSelection = () => sessionStorage.setItem(SELECTION_KEY, JSON.stringify([...selection]));
+  /** @type {Row[]} */
+  let rows = [];
+  /** @type {Record<string, string | null>[]} */
+  const starts = [{}];
+  /** @type {Record<string, string | null>} */
+  let next = {};
+  let hasNext = false;
+  let current = 0;
+  /** @type {{ to: string, from: string, rows: Row[] } | null} */
+  let last = null;
+  /** @type {Map<string, string>} who changed a row lately (live events) */
+  const changedBy = new Map();
+
+  // ---- the page's frame
+  const table = h('table', { class: 'rows', 'data-testid': 'queue' });
+  const tbody = h('tbody');
+  const pager = h('div', { class: 'pager' });
+  const bulk = h('div', { class: 'bulk', role: 'region', 'aria-label': t('actions') });
+  const liveState = h('span', { class: 'live-state', 'aria-live': 'polite' });
+  const creators = h('select', { id: 'q-creator', onchange: (/** @type {Event} */ e) => go({ creator: /** @type {HTMLSelectElement} */ (e.target).value }) }, h('option', { value: '' }, t('anyCreator')));
+  const search = keywordSearch(
+    () => portalId,
+    (k) => go({ keyword: k.id, kl: k.label }),
+    t('searchHint'),
+  );
+  const sidebar = h(
+    'aside',
+    { class: 'sidebar' },
+    await portalPicker('q-portal', portalId, (p) => {
+      selection.clear();
+      saveSelection();
+      go({ portal: p, keyword: '', kl: '', creator: '' });
+    }),
+    search.element,
+    h('h2', { class: 'small' }, t('categories')),
+    categoryTree(portalId, (k) => go({ keyword: k.id, kl: k.label })),
+  );
+  const filters = h(
+    'div',
+    { class: 'filters' },
+    h(
+      'div',
+      { class: 'field' },
+      h('label', { for: 'q-status' }, t('status')),
+      h(
+        'select',
+        { id: 'q-status', onchange: (/** @type {Event} */ e) => go({ status: /** @type {HTMLSelectElement} */ (e.target).value }) },
+        STATUSES.map((s) => h('option', { value: s, selected: s === status }, statusLabel(s))),
+      ),
+    ),
+    h('div', { class: 'field' }, h('label', { for: 'q-creator' }, t('creator')), creators),
+    keywordId
+      ? h(
+          'p',
+          { class: 'chip' },
+          t('keywordFilter', { label: keywordLabel }),
+          h('button', { type: 'button', class: 'link', onclick: () => go({ keyword: '', kl: '' }), 'aria-label': t('clearFilter') }, '×'),
+        )
+      : null,
+    liveState,
+  );
+  const portalLabel = (all.find((p) => p.id === portalId) || { label: portalId }).label;
+  fill(
+    root,
+    sidebar,
+    h(
+      'section',
+      { class: 'content', 'aria-labelledby': 'q-title' },
+      h('h1', { id: 'q-title' }, `${t('queue')}: ${portalLabel}`),
+      filters,
+      bulk,
+      table,
+      pager,
+    ),
+  );
+  fill(
+    table,
+    h('caption', { class: 'sr-only' }, `${t('queue')}: ${portalLabel}, ${statusLabel(status)}`),
+    h(
+      'thead',
+      null,
+      h(
+        'tr',
+        null,
+        h('th', { scope: 'col' }, h('input', { type: 'checkbox', id: 'q-all', 'aria-label': t('selectAll'), onchange: (/** @type {Event} */ e) => selectAll(/** @type {HTMLInputElement} */ (e.target).checked) })),
+        h('th', { scope: 'col' }, t('image')),
+        h('th', { scope: 'col' }, t('object')),
+        h('th', { scope: 'col' }, t('keyword')),
+        h('th', { scope: 'col' }, t('category')),
+        h('th', { scope: 'col' }, t('creator')),
+        h('th', { scope: 'col', class: 'num' }, t('confidence')),
+        h('th', { scope: 'col' }, t('age')),
+        h('th', { scope: 'col' }, t('status')),
+        h('th', { scope: 'col' }, t('actions')),
+      ),
+    ),
+    tbody,
+  );
+
+  gql('query C($p: ID!, $s: AssignmentStatus!) { creators(portalId: $p, status: $s) }', { p: portalId, s: statuses[0] })
+    .then((d) => creators.append(...d.creators.map((/** @type {string} */ c) => h('option', { value: c, selected: c === creator }, c))))
+    .catch(() => {});
+
+  // ---- rows
+  /** @param {Row} r */
+  const actionsFor = (r) => ACTIONS.filter((a) => allowed(r.status, a.to, ctx.can));
+
+  /** @param {Row} r @param {number} i */
+  const rowElement = (r, i) => {
+    const key = keyOf(r);
+    const label = r.keyword ? r.keyword.label : r.keywordId;
+    const tr = h(
+      'tr',
+      { 'data-key': key, 'data-ddb': r.ddbId, 'data-status': r.status, tabindex: -1, class: selection.has(key) ? 'selected' : '', onfocusin: () => (focusAt = i) },
+      h(
+        'td',
+        null,
+        h('input', {
+          type: 'checkbox',
+          checked: selection.has(key),
+          'aria-label': `${t('select')}: ${r.ddbId}, ${label}`,
+          onchange: (/** @type {Event} */ e) => toggle(r, /** @type {HTMLInputElement} */ (e.target).checked),
+        }),
+      ),
+      h('td', { class: 'thumb' }),
+      h('td', { class: 'ddb' }, h('a', { href: `/ui/object/${encodeURIComponent(r.ddbId)}`, 'data-link': '', 'aria-label': t('openObject', { id: r.ddbId }) }, r.ddbId)),
+      h('td', null, label),
+      h('td', null, r.childCategory ? r.childCategory.label : r.childCategoryId),
+      h('td', null, r.creator),
+      h('td', { class: 'num' }, r.confidence === null || r.confidence === undefined ? '–' : formatNumber(r.confidence)),
+      h('td', null, h('time', { datetime: r.createdAt, title: formatDate(r.createdAt) }, formatAge(r.createdAt))),
+      h('td', null, h('span', { class: `badge s-${r.status.toLowerCase()}` }, statusLabel(r.status))),
+      h(
+        'td',
+        { class: 'row-actions' },
+        actionsFor(r).map((a) => h('button', { type: 'button', 'data-action': a.key, onclick: () => act([r], a.to) }, t(a.key))),
+        h('span', { class: `result ${r.result ? r.result.kind : ''}`, 'data-testid': 'result' }, r.result ? r.result.text : ''),
+      ),
+    );
+    return tr;
+  };
+
+  // The row the keyboard acts on: -1 until a row was focused.
+  let focusAt = -1;
+  const draw = () => {
+    // A redraw (an action, a live update) keeps the keyboard where it was.
+    const hadFocus = tbody.contains(document.activeElement);
+    fill(
+      tbody,
+      rows.length ? rows.map(rowElement) : h('tr', null, h('td', { colspan: 10, class: 'empty' }, t('empty'))),
+    );
+    drawBulk();
+    fill(
+      pager,
+      h('button', { type: 'button', disabled: current === 0, onclick: () => load(0) }, t('firstPage')),
+      h('button', { type: 'button', disabled: current === 0, onclick: () => load(current - 1) }, t('prevPage')),
+      h('span', { class: 'page-no', 'data-testid': 'page-no' }, String(current + 1)),
+      h('button', { type: 'button', disabled: !hasNext, 'data-testid': 'next-page', onclick: () => { starts[current + 1] = next; load(current + 1); } }, t('nextPage')),
+    );
+    if (hadFocus) focusRow(focusAt);
+    thumbnails();
+  };
+
+  const drawBulk = () => {
+    const chosen = rows.filter((r) => selection.has(keyOf(r)));
+    const common = ACTIONS.filter((a) => chosen.length && chosen.every((r) => allowed(r.status, a.to, ctx.can)));
+    const canUndo = last && last.rows.length && allowed(last.to, last.from, ctx.can);
+    fill(
+      bulk,
+      h('span', { 'data-testid': 'selected-count' }, t('selected', { n: selection.size })),
+      common.map((a) => h('button', { type: 'button', class: 'primary', 'data-bulk': a.key, onclick: () => act(chosen, a.to) }, `${t(a.key)} (${chosen.length})`)),
+      canUndo ? h('button', { type: 'button', 'data-testid': 'undo', onclick: undo }, t('undo')) : null,
+    );
+  };
+
+  /** @param {Row} r @param {boolean} on */
+  const toggle = (r, on) => {
+    if (on) selection.add(keyOf(r));
+    else selection.delete(keyOf(r));
+    saveSelection();
+    const tr = tbody.querySelector(`tr[data-key="${CSS.escape(keyOf(r))}"]`);
+    if (tr) {
+      tr.classList.toggle('selected', on);
+      const box = /** @type {HTMLInputElement} */ (tr.querySelector('input[type=checkbox]'));
+      box.checked = on;
+    }
+    drawBulk();
+  };
+  /** @param {boolean} on */
+  const selectAll = (on) => rows.forEach((r) => toggle(r, on));
+
+  /** Applies `to` to `chosen`, shows each row's result, remembers it for undo.
+   * @param {Row[]} chosen @param {string} to */
+  const act = async (chosen, to) => {
+    if (!chosen.length) return;
+    /** @type {Map<string, any>} */
+    let results;
+    try {
+      results = await transition(chosen, to);
+    } catch (e) {
+      ctx.toast(errorText(e), 'error');
+      return;
+    }
+    let ok = 0;
+    /** @type {Row[]} */
+    const moved = [];
+    const from = chosen[0].status;
+    for (const r of chosen) {
+      const res = results.get(keyOf(r));
+      if (!res) continue;
+      if (res.applied) {
+        ok++;
+        moved.push(res.assignment);
+        Object.assign(r, res.assignment, { result: { kind: 'ok', text: `✓ ${t('applied')}` } });
+        selection.delete(keyOf(r));
+      } else if (res.error.code === 'CONFLICT' && res.error.currentStatus) {
+        const who = changedBy.get(keyOf(r));
+        r.status = res.error.currentStatus;
+        r.result = {
+          kind: 'conflict',
+          text: who ? t('conflictBy', { who, status: statusLabel(r.status) }) : t('conflict', { status: statusLabel(r.status) }),
+        };
+      } else {
+        r.result = { kind: 'error', text: `${res.error.message} (${res.error.code})` };
+      }
+    }
+    saveSelection();
+    last = chosen.every((r) => r.status === to) || moved.length ? { to, from, rows: moved } : null;
+    draw();
+    ctx.toast(t('results', { ok, failed: chosen.length - ok }), ok === chosen.length ? 'ok' : 'error');
+    if (chosen.length === 1 && focusAt >= 0) focusRow(focusAt);
+  };
+
+  const undo = async () => {
+    if (!last) return;
+    const { to, from, rows: moved } = last;
+    last = null;
+    const results = await transition(moved, from).catch((e) => {
+      ctx.toast(errorText(e), 'error');
+      return new Map();
+    });
+    for (const r of rows) {
+      const res = results.get(keyOf(r));
+      if (res && res.applied) Object.assign(r, res.assignment, { result: { kind: 'ok', text: t('undone') } });
+    }
+    draw();
+    if (to) ctx.toast(t('undone'));
+  };
+
+  /** The image of each object on the page: a binary whose context is its ddb id. */
+  const thumbnails = async () => {
+    const ids = [...new Set(rows.map((r) => r.ddbId))];
+    if (!ids.length) return;
+    const vars = Object.fromEntries(ids.map((id, i) => [`c${i}`, id]));
+    const query = `query Images(${ids.map((_, i) => `$c${i}: String!`).join(', ')}) {
+      ${ids.map((_, i) => `i${i}: binaries(context: $c${i}, first: 1) { nodes { referenceId status derivatives { size url } } }`).join('\n')}
+    }`;
+    try {
+      const data = await gql(query, vars);
+      ids.forEach((id, i) => {
+        const b = data[`i${i}`].nodes[0];
+        const small = b && b.status === 'OK' && b.derivatives.find((/** @type {any} */ d) => d.size === '!116,87');
+        if (!small) return;
+        for (const cell of tbody.querySelectorAll(`tr[data-ddb="${CSS.escape(id)}"] td.thumb`)) {
+          fill(cell, h('img', { src: small.url, alt: '', width: 58, height: 44, loading: 'lazy' }));
+        }
+      });
+    } catch {
+      // Thumbnails are a help, not the queue: a failure leaves the cells empty.
+    }
+  };
+
+  /** @param {number} index */
+  const load = async (index) => {
+    fill(tbody, h('tr', null, h('td', { colspan: 10 }, t('loading'))));
+    try {
+      const page = await pageOf(sources, starts[index] || {}, PAGE);
+      rows = page.rows;
+      next = page.next;
+      hasNext = page.hasNext;
+      current = index;
+      starts.length = index + 1;
+      last = null;
+      focusAt = -1;
+      draw();
+    } catch (e) {
+      fill(tbody, h('tr', null, h('td', { colspan: 10, class: 'error', role: 'alert' }, errorText(e))));
+    }
+  };
+
+  // ---- the keyboard
+  /** @param {number} i */
+  const focusRow = (i) => {
+    const trs = tbody.querySelectorAll('tr[data-key]');
+    if (!trs.length) return;
+    focusAt = Math.max(0, Math.min(i, trs.length - 1));
+    /** @type {HTMLElement} */ (trs[focusAt]).focus();
+  };
+  /** @param {KeyboardEvent} e */
+  const onKey = (e) => {
+    const target = /** @type {HTMLElement} */ (e.target);
+    if (e.ctrlKey || e.metaKey || e.altKey || document.querySelector('dialog[open]')) return;
+    if (target.closest('input:not([type=checkbox]), textarea, select')) return;
+    // Actions need a focused row: a key pressed elsewhere never acts on one.
+    const onRow = !!target.closest('tr[data-key]');
+    const row = onRow ? rows[focusAt] : undefined;
+    switch (e.key) {
+      case 'j': focusRow(focusAt + 1); break;
+      case 'k': focusRow(focusAt - 1); break;
+      case 'x': if (row) toggle(row, !selection.has(keyOf(row))); break;
+      case 'u': if (last) undo(); break;
+      case '/': search.input.focus(); break;
+      case '?': help(); break;
+      default: {
+        const action = ACTIONS.find((a) => a.shortcut && a.shortcut === e.key);
+        if (!action || !row || !allowed(row.status, action.to, ctx.can)) return;
+        act([row], action.to);
+      }
+    }
+    e.preventDefault();
+  };
+  const help = () => {
+    const dialog = /** @type {HTMLDialogElement} */ (document.getElementById('help'));
+    fill(
+      dialog,
+      h('h2', null, t('shortcuts')),
+      h('p', null, t('shortcutsHelp')),
+      h('form', { method: 'dialog' }, h('button', { type: 'submit', class: 'primary' }, t('close'))),
+    );
+    dialog.showModal();
+  };
+  document.addEventListener('keydown', onKey);
+
+  // ---- live: changes by others show without a reload
+  const stop = subscribe(
+    { portalId },
+    (event) => {
+      if (!event.assignment) {
+        fill(
+          liveState,
+          h('button', { type: 'button', class: 'link', onclick: () => load(current) }, t('imported', { n: event.imported })),
+        );
+        return;
+      }
+      const key = keyOf(event.assignment);
+      if (event.actor) changedBy.set(key, event.actor);
+      const r = rows.find((x) => keyOf(x) === key);
+      if (r && r.status !== event.assignment.status) {
+        Object.assign(r, event.assignment, { result: { kind: 'live', text: event.actor ? `${event.actor}: ${statusLabel(event.assignment.status)}` : statusLabel(event.assignment.status) } });
+        draw();
+      } else if (!r && statuses.includes(event.assignment.status) && (!creator || event.assignment.creator === creator) && (!keywordId || event.assignment.keywordId === keywordId) && !hasNext && rows.length < PAGE) {
+        rows.push({ ...event.assignment, result: { kind: 'live', text: event.actor || '' } });
+        rows.sort(order);
+        draw();
+      }
+    },
+    (state) => fill(liveState, h('span', { class: `dot ${state}` }), t(state === 'open' ? 'live' : 'offline')),
+  );
+
+  await load(0);
+  return () => {
+    document.removeEventListener('keydown', onKey);
+    stop();
+  };
+}
