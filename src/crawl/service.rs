@@ -1189,6 +1189,14 @@ impl Crawl {
             batch.push(Mutation::delete(&GETNOW, link.bucketed()));
         }
         self.store().apply(batch).await?;
+        // A registration that gave the URL a new original after
+        // `link_fetched` looked found the link still wanted and wrote nothing;
+        // the batch above has just cleared that want. Looked at again after
+        // the batch, such an original is always seen (it was made before its
+        // want was skipped), and a want made from now on sees the cleared flag.
+        if !retry && self.inner.binaries.url_waits(&link.url).await? {
+            self.inner.links.want_now(&link.url).await?;
+        }
         Ok(())
     }
 

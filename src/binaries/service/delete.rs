@@ -143,11 +143,17 @@ impl Binaries {
             .await?;
         let mut batch = Vec::new();
         for u in &urls.rows {
-            let url = u.string("url");
-            let mapped = self.store().get(&URLS, &[url.as_str().into()]).await?;
-            if mapped.is_some_and(|m| m.text("original_id") == Some(id)) {
-                batch.push(Mutation::delete(&URLS, vec![url.into()]));
-            }
+            // Emptied only while it still points here: a registration may
+            // have moved the URL to a new original since (see `url_target`).
+            self.store()
+                .cas(Cas {
+                    row: Row::new(&URLS)
+                        .set("url", u.string("url"))
+                        .set("original_id", ""),
+                    condition: Condition::Equals(vec![("original_id", Some(id.into()))]),
+                    ttl: None,
+                })
+                .await?;
         }
         if let Some(c) = &o.checksum {
             let mapped = self

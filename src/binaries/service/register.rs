@@ -43,20 +43,19 @@ impl Binaries {
             created: self.now(),
         };
         for _ in 0..8 {
-            let current = self
-                .store()
-                .get(&URLS, &[url.as_str().into()])
-                .await?
-                .map(|r| r.string("original_id"));
-            let original_id = match current {
+            let mapped = self.store().get(&URLS, &[url.as_str().into()]).await?;
+            let original_id = match url_target(mapped.as_ref()) {
                 Some(o) => o,
                 None => {
+                    // No row, or the collector's empty one: taken from
+                    // exactly what was read, so one registration wins.
+                    let found = mapped.as_ref().and_then(|r| r.get("original_id").cloned());
                     let o = random_id(22);
                     let won = self
                         .store()
                         .cas(Cas {
                             row: Row::new(&URLS).set("url", &url).set("original_id", &o),
-                            condition: Condition::NotExists,
+                            condition: Condition::Equals(vec![("original_id", found)]),
                             ttl: None,
                         })
                         .await?
@@ -402,4 +401,14 @@ impl Binaries {
             }
         }
     }
+}
+
+/// The original a `urls` row points at; none for no row, or for the empty
+/// one the collector leaves when it takes the URL's original (it never
+/// deletes the row: a delete cannot be conditional, and a blind one could
+/// drop a mapping a registration had just moved to a new original).
+pub(super) fn url_target(row: Option<&Row>) -> Option<String> {
+    row.and_then(|r| r.text("original_id"))
+        .filter(|o| !o.is_empty())
+        .map(str::to_owned)
 }

@@ -287,13 +287,22 @@ impl Binaries {
         })
     }
 
+    /// Whether the URL's original waits for a body nobody has given it: a
+    /// new original, made for the URL after a fetch of it had looked.
+    pub async fn url_waits(&self, url: &str) -> ApiResult<bool> {
+        let Some(id) = self.url_original(url).await? else {
+            return Ok(false);
+        };
+        Ok(matches!(
+            self.original(&id).await?,
+            Some(o) if o.parts.is_none() && o.status == Some(BinaryStatus::Processing)
+        ))
+    }
+
     /// The original a URL points at now.
     async fn url_original(&self, url: &str) -> ApiResult<Option<String>> {
-        Ok(self
-            .store()
-            .get(&URLS, &[url.into()])
-            .await?
-            .map(|r| r.string("original_id")))
+        let row = self.store().get(&URLS, &[url.into()]).await?;
+        Ok(super::register::url_target(row.as_ref()))
     }
 
     /// Makes the URL's original wait for a body again when it ended in ERROR
