@@ -8,7 +8,9 @@
 #            plan (benches/curator_page.rs), first page at 100k vs 10k rows
 #            (1M with --full; benches/assignments.rs), four derivatives vs
 #            vipsthumbnail (benches/derivatives.rs), resident memory on a
-#            200 MB upload and download (scripts/measure-memory.sh)
+#            200 MB upload and download (scripts/measure-memory.sh), the
+#            crawler's URLs/s from 20 local hosts against direct fetches and
+#            its store calls per claim (benches/crawl.rs)
 # cassandra  the curator page on a Cassandra node, and import-vocabulary /
 #            import-assignments against `cqlsh COPY FROM` (PyPI cqlsh, in a
 #            venv under target/) loading the same rows into objects_keywords
@@ -109,10 +111,12 @@ bench_embedded() {
     run cargo bench "${PROFILE[@]}" --locked --bench ingest -- --smoke
     run cargo bench "${PROFILE[@]}" --locked --bench curator_page -- 2000
     run cargo bench "${PROFILE[@]}" --locked --bench assignments -- 20000
+    run cargo bench "${PROFILE[@]}" --locked --bench crawl -- --smoke
   else
     run cargo bench --locked --bench ingest -- ${FULL:+1000000}
     run cargo bench --locked --bench curator_page
     run cargo bench --locked --bench assignments -- "$([ -n "$FULL" ] && echo 1000000 || echo 100000)"
+    run cargo bench --locked --bench crawl -- "$([ -n "$FULL" ] && echo 20000 || echo 2000)"
     if ! command -v vipsthumbnail >/dev/null && [ "$(id -u)" = 0 ]; then
       (apt-get install -y -q libvips-tools >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q libvips-tools >/dev/null)) || true
     fi

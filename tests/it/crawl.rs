@@ -509,3 +509,95 @@ both_engines!(
     retry_after_is_honoured,
     admins_exclude_include_and_prioritise_domains,
 );
+
+/// A real `kartei serve` process on the Cassandra node crawls a slow site and
+/// is killed with SIGKILL mid-crawl; an instance in this test takes its domain
+/// over once the dead fetcher's claim expires (`--claim-ttl 2s`) and fetches
+/// the rest. Only the request in flight at the kill may be sent twice. (The
+/// embedded store cannot be shared by two processes; its instances are tested
+/// in one process above.)
+#[test]
+fn a_killed_server_process_s_domain_is_taken_over() {
+    if crate::support::cassandra_off() {
+        return;
+    }
+    crate::support::run(async {
+        let cluster = crate::support::cluster().await;
+        let env = cluster.engine.env().to_owned();
+        let shared: kartei::store::DynStore = cluster;
+        let s = site(None, Duration::from_millis(150)).await;
+        let binaries =
+            kartei::app::binaries(&test_binary_args(), shared.clone()).expect("binaries");
+        let mut refs = Vec::new();
+        for i in 0..20 {
+            refs.push(register(&binaries, &format!("{}/slow/{i}.jpg", s.base)).await);
+        }
+        let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_kartei"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--env", &env])
+            .args([
+                "--cassandra",
+                &std::env::var("KARTEI_TEST_CASSANDRA").unwrap(),
+            ])
+            .args(["--auth-secret", "a-killed-process-secret-0123"])
+            .args([
+                "--crawl",
+                "on",
+                "--crawl-delay-ms",
+                "50",
+                "--crawl-pass",
+                "100ms",
+            ])
+            .args(["--claim-ttl", "2s"])
+            .args(["--fetch-allow", &crate::support::ORIGIN_NETWORKS.join(",")])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start kartei serve");
+        let started = Instant::now();
+        while s
+            .requests()
+            .iter()
+            .filter(|(p, _)| p.starts_with("/slow/"))
+            .count()
+            < 4
+        {
+            if started.elapsed() > Duration::from_secs(90) {
+                let _ = server.kill();
+                panic!("the server process never crawled");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server.kill().expect("SIGKILL");
+        server.wait().expect("reaped");
+        let killed_at = Instant::now();
+        let fetched_by_the_process = s.requests().len();
+        let survivor = kartei::app::crawl(
+            &crawl_args(50),
+            &test_binary_args(),
+            shared,
+            binaries.clone(),
+        )
+        .expect("crawl");
+        survivor.spawn();
+        let statuses = all_settled(&binaries, &refs, Duration::from_secs(120)).await;
+        assert!(
+            statuses.iter().all(|s| *s == BinaryStatus::Ok),
+            "{statuses:?}"
+        );
+        let hits = s.hits();
+        let twice: Vec<_> = hits
+            .iter()
+            .filter(|(p, n)| **n > 1 && p.as_str() != "/robots.txt")
+            .collect();
+        assert!(twice.len() <= 1, "{twice:?}");
+        for i in 0..20 {
+            assert!(hits.contains_key(&format!("/slow/{i}.jpg")), "{hits:?}");
+        }
+        eprintln!(
+            "the killed process fetched {fetched_by_the_process} requests; taken over and finished \
+             {:.1} s after SIGKILL; {} request(s) repeated",
+            killed_at.elapsed().as_secs_f64(),
+            twice.len()
+        );
+    });
+}

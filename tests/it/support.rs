@@ -180,19 +180,18 @@ pub fn origin_ip() -> String {
 }
 
 /// The networks test web servers listen on: 127.0.0.2 .. 127.0.0.255, not 127.0.0.1.
+pub const ORIGIN_NETWORKS: &[&str] = &[
+    "127.0.0.2/31",
+    "127.0.0.4/30",
+    "127.0.0.8/29",
+    "127.0.0.16/28",
+    "127.0.0.32/27",
+    "127.0.0.64/26",
+    "127.0.0.128/25",
+];
+
 pub fn origin_networks() -> Vec<kartei::crawl::fetch::Cidr> {
-    [
-        "127.0.0.2/31",
-        "127.0.0.4/30",
-        "127.0.0.8/29",
-        "127.0.0.16/28",
-        "127.0.0.32/27",
-        "127.0.0.64/26",
-        "127.0.0.128/25",
-    ]
-    .iter()
-    .map(|c| c.parse().unwrap())
-    .collect()
+    ORIGIN_NETWORKS.iter().map(|c| c.parse().unwrap()).collect()
 }
 
 /// Binary settings for tests: downloads may reach 127.0.0.2 .. 127.0.0.255
