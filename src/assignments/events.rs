@@ -12,7 +12,7 @@
 //! instance is not skipped; an event can therefore come twice. Each event
 //! carries the assignment's whole state, so applying it twice changes nothing.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -204,8 +204,8 @@ fn floor_id(millis: i64) -> String {
 struct Follow {
     events: Events,
     rx: broadcast::Receiver<Arc<Event>>,
-    backlog: std::collections::VecDeque<Arc<Event>>,
-    sent: std::collections::BTreeSet<String>,
+    backlog: VecDeque<Arc<Event>>,
+    sent: BTreeSet<String>,
     last: Option<String>,
 }
 
@@ -319,7 +319,7 @@ impl Events {
             events: self.clone(),
             rx,
             backlog: backlog.into_iter().map(Arc::new).collect(),
-            sent: std::collections::BTreeSet::new(),
+            sent: BTreeSet::new(),
             last: after,
         };
         Ok(futures::stream::unfold(state, |mut st| async move {
@@ -362,9 +362,8 @@ impl Events {
     pub fn spawn_tail(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let events = self.clone();
         tokio::spawn(async move {
-            // id -> its time, for the ids sent in the last LAG.
-            let mut sent: BTreeMap<String, i64> = BTreeMap::new();
-            let mut seen: HashSet<String> = HashSet::new();
+            // The ids sent that a later read of the window may find again.
+            let mut sent: BTreeSet<String> = BTreeSet::new();
             loop {
                 tokio::select! {
                     _ = events.poke.notified() => {}
@@ -372,7 +371,6 @@ impl Events {
                 }
                 if events.tx.receiver_count() == 0 {
                     sent.clear();
-                    seen.clear();
                     continue;
                 }
                 let now = (events.clock.now().unix_timestamp_nanos() / 1_000_000) as i64;
@@ -384,17 +382,12 @@ impl Events {
                     }
                 };
                 for event in fresh {
-                    if seen.insert(event.id.clone()) {
-                        sent.insert(event.id.clone(), event.millis());
+                    if sent.insert(event.id.clone()) {
                         let _ = events.tx.send(Arc::new(event));
                     }
                 }
-                // Forget what is older than the window (it is never read again).
-                let keep = sent.split_off(&floor_id(now - 2 * LAG_MS));
-                for id in sent.keys() {
-                    seen.remove(id);
-                }
-                sent = keep;
+                // What is older than the window is never read again.
+                sent = sent.split_off(&floor_id(now - 2 * LAG_MS));
             }
         })
     }

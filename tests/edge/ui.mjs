@@ -611,6 +611,26 @@ await step('keyboard-only review of five rows', async () => {
 
 // ---------------------------------------------------------------- 8. contributor
 
+await step('the queue on a tablet (820 x 1180) and at 1280 px: no sideways scrolling of the page', async () => {
+  const pages = [];
+  for (const [width, height, name] of [[820, 1180, 'queue-tablet'], [1280, 800, null]]) {
+    const context = await curator(editorToken, `editor at ${width} px`, true);
+    const page = await context.newPage();
+    await page.setViewportSize({ width, height });
+    await page.goto(`${base}${queuePath}`);
+    await rowsShown(page);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    check(overflow <= 1, `at ${width} px the page is ${overflow} px wider than the window`);
+    for (const action of ['accept', 'reject']) {
+      const box = await page.locator(`${ROWS} button[data-action=${action}]`).first().boundingBox();
+      check(box && box.x >= 0 && box.x + box.width <= width, `at ${width} px the first row's ${action} button is not on the screen: ${JSON.stringify(box)}`);
+    }
+    if (name) await shot(page, name, false);
+    pages.push(page);
+  }
+  return pages;
+});
+
 await step('a contributor does not see editor actions', async () => {
   const context = await curator(contributorToken, 'contributor', true);
   const page = await open(context, queuePath);

@@ -130,8 +130,11 @@ export function keywordSearch(portalId, onPick, hint) {
         { portal, text },
       );
       if (mine !== asked) return;
+      // The option chosen with the arrow keys stays chosen when it is found again.
+      const chosen = results[active] ? results[active].id : null;
       results = data.searchKeywords;
-      active = results.length ? 0 : -1;
+      const again = results.findIndex((k) => k.id === chosen);
+      active = again >= 0 ? again : results.length ? 0 : -1;
       show();
     } catch (e) {
       fill(status, errorText(e));
