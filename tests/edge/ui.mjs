@@ -534,15 +534,16 @@ await step('two curators: B accepts a row, A sees it change live', async () => {
   return [a, b];
 });
 
-await step('two curators: a conflict shows the current status', async () => {
+await step('two curators: a conflict shows the current status and who changed it', async () => {
   const { a, b } = await twoCurators();
   lastPages.push(a, b);
   await rowsShown(a);
   await rowsShown(b);
   ws.hold = true;
+  let target;
   try {
     const inB = new Set(await inReview(b));
-    const target = (await inReview(a)).find((d) => inB.has(d));
+    target = (await inReview(a)).find((d) => inB.has(d));
     check(target, 'no row waits for review in both A and B');
     await row(b, target).locator('button[data-action=reject]').click();
     await waitRow(b, target, 'REJECTED', 'ok', "B's own view");
@@ -560,8 +561,20 @@ await step('two curators: a conflict shows the current status', async () => {
       } catch {}
     }
   }
-  // The held messages, now delivered, change nothing and break nothing.
-  await a.waitForTimeout(300);
+  // The held messages, now delivered, name who changed the row first.
+  await a
+    .waitForFunction(
+      ({ ddb, who }) => {
+        const cell = document.querySelector(`table[data-testid=queue] tr[data-ddb="${ddb}"] [data-testid=result]`);
+        return !!cell && cell.classList.contains('conflict') && cell.textContent.includes(who);
+      },
+      { ddb: target, who: subs.editor2 },
+      { timeout: TIMEOUT },
+    )
+    .catch(async () => {
+      const text = await row(a, target).locator('[data-testid=result]').innerText();
+      throw new StepError(`once the live update arrived, the conflict ${JSON.stringify(text)} does not name ${subs.editor2}`);
+    });
   return [a, b];
 });
 if (curators) {

@@ -477,7 +477,11 @@ export async function view(root, ctx) {
       const key = keyOf(event.assignment);
       if (event.actor) changedBy.set(key, event.actor);
       const r = rows.find((x) => keyOf(x) === key);
-      if (r && r.status !== event.assignment.status) {
+      if (r && r.result && r.result.kind === 'conflict' && event.actor && r.status === event.assignment.status) {
+        // The change that beat this curator's action arrives: name who made it.
+        r.result = { kind: 'conflict', text: t('conflictBy', { who: event.actor, status: statusLabel(r.status) }) };
+        draw();
+      } else if (r && r.status !== event.assignment.status) {
         Object.assign(r, event.assignment, { result: { kind: 'live', text: event.actor ? `${event.actor}: ${statusLabel(event.assignment.status)}` : statusLabel(event.assignment.status) } });
         draw();
       } else if (!r && statuses.includes(event.assignment.status) && (!creator || event.assignment.creator === creator) && (!keywordId || event.assignment.keywordId === keywordId) && !hasNext && rows.length < PAGE) {
