@@ -283,15 +283,7 @@ async fn instances_share_the_crawl_and_fetch_each_url_once(engine: Engine) {
 async fn a_dead_instance_s_domain_is_taken_over(engine: Engine) {
     let ts = store(engine).await;
     let shared = ts.store.clone();
-    let s = site(None, Duration::from_millis(150)).await;
-    let binaries = kartei::app::binaries(&test_binary_args(), shared.clone()).expect("binaries");
-    let urls: Vec<String> = (0..20)
-        .map(|i| format!("{}/slow/{i}.jpg", s.base))
-        .collect();
-    let mut refs = Vec::new();
-    for u in &urls {
-        refs.push(register(&binaries, u).await);
-    }
+    let (s, binaries, refs) = slow_urls(&shared).await;
     // The first instance, in a runtime of its own.
     let doomed = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -308,6 +300,28 @@ async fn a_dead_instance_s_domain_is_taken_over(engine: Engine) {
             std::future::pending::<()>().await;
         });
     }
+    assert!(
+        crawled_some(&s, Duration::from_secs(60)).await,
+        "the first instance never crawled"
+    );
+    doomed.shutdown_background();
+    a_survivor_finishes(shared, &binaries, &refs, &s).await;
+    drop(ts);
+}
+
+/// A slow site (150 ms an answer) and 20 of its URLs registered over `shared`.
+async fn slow_urls(shared: &kartei::store::DynStore) -> (Site, Binaries, Vec<String>) {
+    let s = site(None, Duration::from_millis(150)).await;
+    let binaries = kartei::app::binaries(&test_binary_args(), shared.clone()).expect("binaries");
+    let mut refs = Vec::new();
+    for i in 0..20 {
+        refs.push(register(&binaries, &format!("{}/slow/{i}.jpg", s.base)).await);
+    }
+    (s, binaries, refs)
+}
+
+/// Whether the site has answered four of its slow URLs within `bound`.
+async fn crawled_some(s: &Site, bound: Duration) -> bool {
     let started = Instant::now();
     while s
         .requests()
@@ -316,13 +330,23 @@ async fn a_dead_instance_s_domain_is_taken_over(engine: Engine) {
         .count()
         < 4
     {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the first instance never crawled"
-        );
+        if started.elapsed() > bound {
+            return false;
+        }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    doomed.shutdown_background();
+    true
+}
+
+/// Right after an instance died mid-crawl: a new instance over `shared`
+/// takes the domain over once the dead fetcher's claim expires and fetches
+/// every URL; only the request in flight at the death may come twice.
+async fn a_survivor_finishes(
+    shared: kartei::store::DynStore,
+    binaries: &Binaries,
+    refs: &[String],
+    s: &Site,
+) {
     let killed_at = Instant::now();
     let survivor = kartei::app::crawl(
         &crawl_args(50),
@@ -332,7 +356,7 @@ async fn a_dead_instance_s_domain_is_taken_over(engine: Engine) {
     )
     .expect("crawl");
     survivor.spawn();
-    let statuses = all_settled(&binaries, &refs, Duration::from_secs(120)).await;
+    let statuses = all_settled(binaries, refs, Duration::from_secs(120)).await;
     assert!(
         statuses.iter().all(|s| *s == BinaryStatus::Ok),
         "{statuses:?}"
@@ -343,17 +367,15 @@ async fn a_dead_instance_s_domain_is_taken_over(engine: Engine) {
         .iter()
         .filter(|(p, n)| **n > 1 && p.as_str() != "/robots.txt")
         .collect();
-    // Only the request in flight when the instance died may be sent again.
     assert!(twice.len() <= 1, "{twice:?}");
     for i in 0..20 {
         assert!(hits.contains_key(&format!("/slow/{i}.jpg")), "{hits:?}");
     }
     eprintln!(
-        "taken over and finished {:.1} s after the kill; {} request(s) repeated",
+        "taken over and finished {:.1} s after the death; {} request(s) repeated",
         killed_at.elapsed().as_secs_f64(),
         twice.len()
     );
-    drop(ts);
 }
 
 async fn retry_after_is_honoured(engine: Engine) {
@@ -525,13 +547,7 @@ fn a_killed_server_process_s_domain_is_taken_over() {
         let cluster = crate::support::cluster().await;
         let env = cluster.engine.env().to_owned();
         let shared: kartei::store::DynStore = cluster;
-        let s = site(None, Duration::from_millis(150)).await;
-        let binaries =
-            kartei::app::binaries(&test_binary_args(), shared.clone()).expect("binaries");
-        let mut refs = Vec::new();
-        for i in 0..20 {
-            refs.push(register(&binaries, &format!("{}/slow/{i}.jpg", s.base)).await);
-        }
+        let (s, binaries, refs) = slow_urls(&shared).await;
         let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_kartei"))
             .args(["serve", "--listen", "127.0.0.1:0", "--env", &env])
             .args([
@@ -553,51 +569,10 @@ fn a_killed_server_process_s_domain_is_taken_over() {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start kartei serve");
-        let started = Instant::now();
-        while s
-            .requests()
-            .iter()
-            .filter(|(p, _)| p.starts_with("/slow/"))
-            .count()
-            < 4
-        {
-            if started.elapsed() > Duration::from_secs(90) {
-                let _ = server.kill();
-                panic!("the server process never crawled");
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let crawled = crawled_some(&s, Duration::from_secs(90)).await;
         server.kill().expect("SIGKILL");
         server.wait().expect("reaped");
-        let killed_at = Instant::now();
-        let fetched_by_the_process = s.requests().len();
-        let survivor = kartei::app::crawl(
-            &crawl_args(50),
-            &test_binary_args(),
-            shared,
-            binaries.clone(),
-        )
-        .expect("crawl");
-        survivor.spawn();
-        let statuses = all_settled(&binaries, &refs, Duration::from_secs(120)).await;
-        assert!(
-            statuses.iter().all(|s| *s == BinaryStatus::Ok),
-            "{statuses:?}"
-        );
-        let hits = s.hits();
-        let twice: Vec<_> = hits
-            .iter()
-            .filter(|(p, n)| **n > 1 && p.as_str() != "/robots.txt")
-            .collect();
-        assert!(twice.len() <= 1, "{twice:?}");
-        for i in 0..20 {
-            assert!(hits.contains_key(&format!("/slow/{i}.jpg")), "{hits:?}");
-        }
-        eprintln!(
-            "the killed process fetched {fetched_by_the_process} requests; taken over and finished \
-             {:.1} s after SIGKILL; {} request(s) repeated",
-            killed_at.elapsed().as_secs_f64(),
-            twice.len()
-        );
+        assert!(crawled, "the server process never crawled");
+        a_survivor_finishes(shared, &binaries, &refs, &s).await;
     });
 }
