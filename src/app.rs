@@ -103,6 +103,9 @@ pub struct App {
     pub crawl: Crawl,
     pub limits: Limits,
     pub edge: EdgeArgs,
+    /// WebSockets open at once (subscriptions), at most `--max-connections`:
+    /// an upgraded connection no longer holds its HTTP connection's slot.
+    pub sockets: Arc<tokio::sync::Semaphore>,
 }
 
 impl App {
@@ -118,6 +121,7 @@ impl App {
     ) -> Arc<Self> {
         let themes = Themes::new(store.clone());
         let suggestions = Suggestions::new(store.clone());
+        let socket_bound = limits.max_connections.max(1);
         let assignments = Assignments::new(store.clone());
         assignments.events().spawn_tail(Duration::from_millis(250));
         let schema = schema(
@@ -141,6 +145,7 @@ impl App {
             crawl,
             limits,
             edge,
+            sockets: Arc::new(tokio::sync::Semaphore::new(socket_bound)),
         })
     }
 }

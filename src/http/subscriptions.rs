@@ -3,11 +3,11 @@
 //! cannot set headers on a WebSocket, so the bearer token comes in
 //! `connection_init`'s payload (`{"Authorization": "Bearer ..."}`); a refused
 //! token closes the connection. Every operation's relations go through its own
-//! DataLoaders, batched as a request's are. Messages are bounded by
-//! `--max-body-bytes`, and a silent client is dropped by the keep-alive.
+//! DataLoaders, batched as a request's are. Sockets are bounded by
+//! `--max-connections` (`App::sockets`; the next upgrade is a 503), messages
+//! by `--max-body-bytes`, and a silent client is dropped by the keep-alive.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_graphql::futures_util::stream::BoxStream;
@@ -28,7 +28,7 @@ pub async fn ws(
     protocol: GraphQLProtocol,
     upgrade: WebSocketUpgrade,
 ) -> HttpResponse {
-    let Some(socket_place) = Socket::take(app.limits.max_connections) else {
+    let Ok(socket_place) = app.sockets.clone().try_acquire_owned() else {
         return (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             "too many open subscriptions connections",
@@ -62,28 +62,6 @@ pub async fn ws(
                 .await
         })
         .into_response()
-}
-
-/// WebSockets open at once: an upgraded connection leaves the HTTP
-/// connection bound, so sockets have a bound of their own, the same number.
-static SOCKETS: AtomicUsize = AtomicUsize::new(0);
-
-struct Socket;
-
-impl Socket {
-    fn take(max: usize) -> Option<Socket> {
-        if SOCKETS.fetch_add(1, Ordering::SeqCst) >= max.max(1) {
-            SOCKETS.fetch_sub(1, Ordering::SeqCst);
-            return None;
-        }
-        Some(Socket)
-    }
-}
-
-impl Drop for Socket {
-    fn drop(&mut self) {
-        SOCKETS.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// The schema, with per-operation DataLoaders.

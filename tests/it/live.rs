@@ -22,18 +22,24 @@ const CHANGES: &str = "subscription($p: ID!, $after: String, $s: AssignmentStatu
   }
 }";
 
-/// Opens a graphql-transport-ws connection to `base` with `token` (or none),
-/// and answers whether the server acknowledged it.
-async fn connect(base: &str, token: Option<&str>) -> (Socket, bool) {
+/// Opens a WebSocket to `base`'s /graphql/ws with the graphql-transport-ws
+/// subprotocol; the upgrade's error (a refusal) when there is one.
+async fn open(base: &str) -> Result<Socket, tokio_tungstenite::tungstenite::Error> {
     let url = format!("{}/graphql/ws", base.replacen("http", "ws", 1));
     let mut request = url.into_client_request().expect("request");
     request.headers_mut().insert(
         "sec-websocket-protocol",
         "graphql-transport-ws".parse().unwrap(),
     );
-    let (mut ws, _) = tokio_tungstenite::connect_async(request)
+    tokio_tungstenite::connect_async(request)
         .await
-        .expect("websocket");
+        .map(|(ws, _)| ws)
+}
+
+/// Opens a graphql-transport-ws connection to `base` with `token` (or none),
+/// and answers whether the server acknowledged it.
+async fn connect(base: &str, token: Option<&str>) -> (Socket, bool) {
+    let mut ws = open(base).await.expect("websocket");
     let payload = match token {
         Some(t) => json!({"Authorization": format!("Bearer {t}")}),
         None => json!({}),
@@ -226,8 +232,89 @@ async fn a_bad_token_is_refused_at_connection_init(engine: Engine) {
     assert!(next_message(&mut ws).await.is_none(), "the socket closes");
 }
 
+/// The server still answers a query.
+async fn healthy(srv: &TestServer) {
+    let d = srv.data("{ __typename }", json!({}), None).await;
+    assert_eq!(d["__typename"], "Query");
+}
+
+/// Hostile clients of /graphql/ws: a message over `--max-body-bytes`, text
+/// that is no protocol message, and a subscription before `connection_init`
+/// each lose their socket; a socket over `--max-connections` is refused with
+/// 503 until one closes. The server serves everyone else throughout.
+async fn hostile_websocket_clients_are_cut_off(engine: Engine) {
+    let limits = kartei::config::Limits {
+        max_body_bytes: 4096,
+        max_connections: 3,
+        ..test_limits()
+    };
+    let srv = server_with(engine, limits).await;
+
+    // Too large: 5,000 bytes against a bound of 4,096.
+    let (mut ws, acked) = connect(&srv.url, None).await;
+    assert!(acked);
+    let big = json!({"id": "1", "type": "subscribe", "payload": {"query": format!("{{ __typename }} #{}", "x".repeat(5000))}});
+    let _ = ws.send(Message::text(big.to_string())).await;
+    assert!(
+        next_message(&mut ws).await.is_none(),
+        "an oversized message must close the socket"
+    );
+    drop(ws);
+    healthy(&srv).await;
+
+    // Not a protocol message.
+    let (mut ws, _) = connect(&srv.url, None).await;
+    let _ = ws.send(Message::text("not json at all")).await;
+    assert!(
+        next_message(&mut ws).await.is_none(),
+        "garbage must close the socket"
+    );
+    drop(ws);
+    healthy(&srv).await;
+
+    // A subscription before connection_init.
+    let mut ws = open(&srv.url).await.expect("websocket");
+    subscribe(&mut ws, "1", CHANGES, json!({"p": "p"})).await;
+    assert!(
+        next_message(&mut ws).await.is_none(),
+        "subscribing before init must close the socket"
+    );
+    drop(ws);
+    healthy(&srv).await;
+
+    // Three sockets are the bound; the fourth upgrade is refused, and
+    // accepted again once one closes.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let (ws, acked) = connect(&srv.url, None).await;
+        assert!(acked);
+        held.push(ws);
+    }
+    match open(&srv.url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 503),
+        Err(e) => panic!("the fourth socket was refused, but not with 503: {e}"),
+        Ok(_) => panic!("a fourth socket was accepted over a bound of 3"),
+    }
+    healthy(&srv).await;
+    drop(held.pop());
+    let mut again = None;
+    for _ in 0..50 {
+        // The server notices the close a moment later.
+        if let Ok(ws) = open(&srv.url).await {
+            again = Some(ws);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        again.is_some(),
+        "a socket is accepted again after one closed"
+    );
+}
+
 both_engines!(
     a_change_on_one_instance_reaches_a_subscriber_of_another,
+    hostile_websocket_clients_are_cut_off,
     status_filters_and_release_runs,
     a_bad_token_is_refused_at_connection_init,
 );
