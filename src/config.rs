@@ -99,7 +99,7 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "KARTEI_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Load the demo vocabulary into an empty embedded store and print an admin token.
+    /// Load the demo vocabulary and demo suggestions into an empty embedded store and print an admin token.
     #[arg(long, env = "KARTEI_DEMO")]
     pub demo: bool,
     #[command(flatten)]

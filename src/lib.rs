@@ -35,6 +35,11 @@ pub const CQL_FILES: &[(&str, &str)] = &[
 /// The demo vocabulary loaded by `serve --demo`.
 pub const DEMO_VOCABULARY: &str = include_str!("../demo/vocabulary.ndjson");
 
+/// Machine suggestions for three of the demo portals (Weimarer Republik,
+/// Sport, Musik), loaded with the demo vocabulary so that the curators' UI has
+/// a queue to review.
+pub const DEMO_ASSIGNMENTS: &str = include_str!("../demo/assignments.ndjson");
+
 /// Every declared table, for schema checks and maintenance.
 pub fn tables() -> Vec<&'static store::Table> {
     let mut all = themes::model::TABLES.to_vec();

@@ -121,6 +121,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         {
             let report = import::import(&themes, kartei::DEMO_VOCABULARY.as_bytes(), 16).await?;
             eprintln!("demo vocabulary: {}", report.summary());
+            let report = assignments::import::import(
+                &Assignments::new(store.clone()),
+                "demo-machine",
+                kartei::DEMO_ASSIGNMENTS.as_bytes(),
+                kartei::DEMO_ASSIGNMENTS.len(),
+                1,
+            )
+            .await?;
+            eprintln!("demo suggestions: {}", report.summary());
         } else {
             eprintln!("demo vocabulary: the store already has portals, nothing loaded");
         }

@@ -275,8 +275,20 @@ try {
   }
   const { portals } = await gql('{ portals { id label children { id label keywords(first: 20) { nodes { id label } } } } }');
   const usable = (p) => p.children.filter((c) => c.keywords.nodes.length).length >= 2;
-  portal = process.env.KARTEI_UI_PORTAL ? portals.find((p) => p.id === process.env.KARTEI_UI_PORTAL) : portals.find(usable);
-  if (!portal || !usable(portal)) throw new Error('no portal with keywords in two child categories');
+  // A portal nothing was assigned in yet (`serve --demo` loads suggestions into some).
+  const empty = async (p) =>
+    !(await gql('query E($p: ID!) { assignments(portalId: $p, first: 1) { nodes { ddbId } } }', { p: p.id })).assignments.nodes.length;
+  if (process.env.KARTEI_UI_PORTAL) {
+    portal = portals.find((p) => p.id === process.env.KARTEI_UI_PORTAL);
+  } else {
+    for (const p of portals) {
+      if (usable(p) && (await empty(p))) {
+        portal = p;
+        break;
+      }
+    }
+  }
+  if (!portal || !usable(portal)) throw new Error('no portal without assignments with keywords in two child categories');
 
   // A search text (four letters of a keyword, in upper case) that finds two keywords or more.
   const labels = portal.children.flatMap((c) => c.keywords.nodes.map((k) => k.label)).filter((l) => l.length >= 5);

@@ -12,7 +12,7 @@
 import { gql } from './api.js';
 import { errorText, fill, h, srOnly } from './dom.js';
 import { formatAge, formatDate, formatNumber, statusLabel, t } from './i18n.js';
-import { categoryTree, keywordSearch, portalPicker, portals } from './tree.js';
+import { categoryTree, defaultPortal, keywordSearch, portalPicker, portals } from './tree.js';
 import { ACTIONS, NODE, allowed, keyOf, transition } from './workflow.js';
 import { subscribe } from './live.js';
 
@@ -79,7 +79,7 @@ async function pageOf(sources, start, size) {
 export async function view(root, ctx) {
   const all = await portals();
   const params = ctx.params;
-  const portalId = params.get('portal') || (all[0] && all[0].id) || null;
+  const portalId = params.get('portal') || (await defaultPortal(all));
   const status = STATUSES.includes(params.get('status') || '') ? /** @type {string} */ (params.get('status')) : 'REVIEW';
   const creator = params.get('creator') || '';
   const keywordId = params.get('keyword') || '';
@@ -88,6 +88,7 @@ export async function view(root, ctx) {
     fill(root, h('p', null, t('empty')));
     return;
   }
+  localStorage.setItem('kartei.portal', portalId);
   /** @param {Record<string, string>} change */
   const go = (change) => {
     const next = new URLSearchParams({ portal: portalId, status, creator, keyword: keywordId, kl: keywordLabel, ...change });

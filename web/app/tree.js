@@ -24,6 +24,34 @@ export function portals() {
 }
 
 /**
+ * The portal to open the queue on: the one the curator used last, else the
+ * first (of at most 25) with an assignment waiting for review, else the first.
+ * @param {Named[]} list
+ * @returns {Promise<string | null>}
+ */
+export async function defaultPortal(list) {
+  const last = localStorage.getItem('kartei.portal');
+  if (last && list.some((p) => p.id === last)) return last;
+  const some = list.slice(0, 25);
+  if (!some.length) return null;
+  try {
+    const fields = some.map(
+      (_, i) =>
+        `a${i}: assignments(portalId: $p${i}, status: AUTOSUGGESTED, first: 1) { nodes { ddbId } }
+         s${i}: assignments(portalId: $p${i}, status: SUGGESTED, first: 1) { nodes { ddbId } }`,
+    );
+    const data = await gql(
+      `query Waiting(${some.map((_, i) => `$p${i}: ID!`).join(', ')}) { ${fields.join('\n')} }`,
+      Object.fromEntries(some.map((p, i) => [`p${i}`, p.id])),
+    );
+    const busy = some.findIndex((_, i) => data[`a${i}`].nodes.length || data[`s${i}`].nodes.length);
+    return (some[busy] || some[0]).id;
+  } catch {
+    return some[0].id;
+  }
+}
+
+/**
  * A labelled select of the portals.
  * @param {string} id the select's id
  * @param {string | null} selected
