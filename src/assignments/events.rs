@@ -20,6 +20,7 @@ use tokio::sync::{Notify, broadcast};
 
 use super::model::{Assignment, AssignmentStatus, ReleaseRun};
 use crate::common::Clock;
+use crate::error::{ApiError, ApiResult};
 use crate::store::ColumnType::{BigInt, Double, Text};
 use crate::store::{
     Bound, DynStore, Keyspace, Mutation, Order, Row, Slice, StoreError, Table, col,
@@ -57,6 +58,20 @@ pub const EVENT_TTL: u32 = 24 * 3600;
 const LAG_MS: i64 = 5_000;
 /// Rows read per slice of the feed.
 const SLICE: usize = 1_000;
+/// Events a resume replays at most; a subscriber further behind reloads.
+pub const REPLAY_MAX: usize = 10_000;
+
+/// Whether `id` has the form of an event id (`millis-random`: 13 digits, a
+/// dash, 16 hex digits).
+pub fn is_event_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() == 30
+        && b[..13].iter().all(u8::is_ascii_digit)
+        && b[13] == b'-'
+        && b[14..]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
 
 /// What happened.
 #[derive(Clone, Debug, PartialEq)]
@@ -306,13 +321,26 @@ impl Events {
     /// without a gap and with no event twice in a row of the window: the
     /// receiver is taken before the replay is read, and a subscriber that
     /// falls behind the broadcast reads the table again from its last event.
+    /// An `after` that is no event id is BAD_USER_INPUT; one further back
+    /// than `REPLAY_MAX` events too (the client reloads instead).
     pub async fn follow(
         &self,
         after: Option<String>,
-    ) -> Result<impl futures::Stream<Item = Arc<Event>> + Send + 'static, StoreError> {
+    ) -> ApiResult<impl futures::Stream<Item = Arc<Event>> + Send + 'static> {
         let rx = self.tx.subscribe();
         let backlog = match &after {
-            Some(id) => self.since(id, 100_000).await?,
+            Some(id) if !is_event_id(id) => {
+                return Err(ApiError::bad_input("`after` is not an event id"));
+            }
+            Some(id) => {
+                let replay = self.since(id, REPLAY_MAX + 1).await?;
+                if replay.len() > REPLAY_MAX {
+                    return Err(ApiError::bad_input(format!(
+                        "more than {REPLAY_MAX} changes since that event: load the page again and subscribe without `after`"
+                    )));
+                }
+                replay
+            }
             None => Vec::new(),
         };
         let state = Follow {
@@ -342,7 +370,10 @@ impl Events {
                                 (st.events.clock.now().unix_timestamp_nanos() / 1_000_000) as i64,
                             )
                         });
-                        match st.events.since(&from, 100_000).await {
+                        match st.events.since(&from, REPLAY_MAX + 1).await {
+                            // Too far behind: the stream ends; a resume with
+                            // the last id says so, and the client reloads.
+                            Ok(v) if v.len() > REPLAY_MAX => return None,
                             Ok(v) => st.backlog.extend(v.into_iter().map(Arc::new)),
                             Err(e) => {
                                 tracing::warn!(error = %e, "a subscriber could not catch up");
@@ -397,6 +428,20 @@ impl Events {
 mod tests {
     use super::*;
     use crate::assignments::model::{AssignmentKey, AssignmentType};
+
+    #[test]
+    fn event_ids_are_recognised() {
+        assert!(is_event_id("1767225600000-00000000000000ff"));
+        for bad in [
+            "",
+            "garbage",
+            "1767225600000",
+            "1767225600000-00000000000000FF",
+            "176722560000x-00000000000000ff",
+        ] {
+            assert!(!is_event_id(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn an_event_row_reads_back_as_the_same_event() {

@@ -134,7 +134,7 @@ async fn follow<T: Send + 'static>(
 ) -> Result<BoxStream<'static, T>> {
     let place = Place::take()?;
     let events = ctx.data_unchecked::<Assignments>().events().clone();
-    let feed = events.follow(after).await.map_err(ApiError::from)?;
+    let feed = events.follow(after).await?;
     Ok(feed
         .filter_map(move |e| {
             let _held = &place;

@@ -164,6 +164,15 @@ async fn a_change_on_one_instance_reaches_a_subscriber_of_another(engine: Engine
         ids.iter()
             .all(|id| id.as_str() >= created["id"].as_str().unwrap())
     );
+
+    // An `after` that is no event id is refused, and the socket stays usable.
+    subscribe(&mut ws, "2", CHANGES, json!({"p": v.p, "after": "garbage"})).await;
+    let refused = next_message(&mut ws).await.expect("an answer");
+    assert_eq!(refused["id"], "2", "{refused:#}");
+    assert!(
+        refused.to_string().contains("BAD_USER_INPUT"),
+        "{refused:#}"
+    );
 }
 
 /// With a status, only changes into or out of it are sent; release runs

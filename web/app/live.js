@@ -28,6 +28,7 @@ export function subscribe(vars, onEvent, onState) {
   let socket = null;
   let stopped = false;
   let pause = 500;
+  let ids = 1;
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let retry;
 
@@ -46,7 +47,12 @@ export function subscribe(vars, onEvent, onState) {
       if (msg.type === 'connection_ack') {
         pause = 500;
         onState('open');
-        ws.send(JSON.stringify({ id: '1', type: 'subscribe', payload: { query: QUERY, variables: { portal: vars.portalId, after } } }));
+        ws.send(JSON.stringify({ id: String(++ids), type: 'subscribe', payload: { query: QUERY, variables: { portal: vars.portalId, after } } }));
+      } else if (msg.type === 'error' || (msg.type === 'next' && msg.payload && msg.payload.errors)) {
+        // Resuming failed (too far behind, or the id expired): follow from
+        // now on; the curator's next reload shows what was missed.
+        after = null;
+        ws.send(JSON.stringify({ id: String(++ids), type: 'subscribe', payload: { query: QUERY, variables: { portal: vars.portalId, after } } }));
       } else if (msg.type === 'next' && msg.payload && msg.payload.data) {
         const event = msg.payload.data.assignmentChanged;
         after = event.id;
