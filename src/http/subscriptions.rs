@@ -5,7 +5,8 @@
 //! token closes the connection. Every operation's relations go through its own
 //! DataLoaders, batched as a request's are. Sockets are bounded by
 //! `--max-connections` (`App::sockets`; the next upgrade is a 503), messages
-//! by `--max-body-bytes`, and a silent client is dropped by the keep-alive.
+//! by `--max-body-bytes`, and a client that sends nothing for 60 s (not even
+//! `connection_init` or a ping) is dropped by async-graphql's keep-alive timer.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,8 @@
 // @ts-check
 /**
  * Live updates: a GraphQL subscription over WebSocket (the graphql-transport-ws
- * protocol at /graphql/ws). The token goes in `connection_init`. When the
+ * protocol at /graphql/ws). The token goes in `connection_init`; a ping every
+ * 20 s keeps the socket (the server drops one silent for 60 s). When the
  * socket drops, it reconnects with a growing pause and resubscribes with the
  * last event id it saw, so the server replays what happened in between.
  */
@@ -31,6 +32,8 @@ export function subscribe(vars, onEvent, onState) {
   let ids = 1;
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let retry;
+  /** @type {ReturnType<typeof setInterval> | undefined} */
+  let beat;
 
   const connect = () => {
     if (stopped) return;
@@ -47,6 +50,9 @@ export function subscribe(vars, onEvent, onState) {
       if (msg.type === 'connection_ack') {
         pause = 500;
         onState('open');
+        // The server drops a socket that says nothing for 60 s.
+        clearInterval(beat);
+        beat = setInterval(() => ws.readyState === WebSocket.OPEN && ws.send('{"type":"ping"}'), 20000);
         ws.send(JSON.stringify({ id: String(++ids), type: 'subscribe', payload: { query: QUERY, variables: { portal: vars.portalId, after } } }));
       } else if (msg.type === 'error' || (msg.type === 'next' && msg.payload && msg.payload.errors)) {
         // Resuming failed (too far behind, or the id expired): follow from
@@ -62,6 +68,7 @@ export function subscribe(vars, onEvent, onState) {
       }
     };
     ws.onclose = () => {
+      clearInterval(beat);
       onState('closed');
       if (stopped) return;
       retry = setTimeout(connect, pause);
@@ -72,6 +79,7 @@ export function subscribe(vars, onEvent, onState) {
   return () => {
     stopped = true;
     clearTimeout(retry);
+    clearInterval(beat);
     if (socket) socket.close();
   };
 }
