@@ -406,8 +406,15 @@ async fn retry_after_is_honoured(engine: Engine) {
 const DOMAIN: &str = "query($d: String!) { crawlDomain(dom: $d) { dom state priority excluded excludeReason claimed } }";
 
 async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
-    // The crawler is not running yet: the domain waits, PENDING.
-    let srv = crawling_server(engine, None).await;
+    // The crawler is not running yet: the domain waits, PENDING. (Keyspaces
+    // of its own: other tests' crawlers would fetch the waiting link.)
+    let srv = serve_crawling(
+        crate::support::isolated_store(engine).await,
+        test_limits(),
+        test_binary_args(),
+        None,
+    )
+    .await;
     let s = site(None, Duration::ZERO).await;
     let url = format!("{}/img/excluded.jpg", s.base);
     let r = register(&srv.binaries, &url).await;

@@ -111,6 +111,34 @@ pub async fn cluster() -> Arc<Counted<CqlStore>> {
         .clone()
 }
 
+/// A store no other test sees: on Cassandra a keyspace set of its own
+/// (migrated for this test, a few seconds), for tests whose assertions other
+/// tests' crawlers on the shared keyspaces would disturb.
+pub async fn isolated_store(engine: Engine) -> TestStore {
+    match engine {
+        Engine::Embedded => store(engine).await,
+        Engine::Cassandra => {
+            let nodes: Vec<String> = std::env::var("KARTEI_TEST_CASSANDRA")
+                .expect("KARTEI_TEST_CASSANDRA")
+                .split(',')
+                .map(str::to_owned)
+                .collect();
+            let store = CqlStore::connect(
+                &nodes,
+                &format!("t{}", uid()),
+                "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+            )
+            .await
+            .expect("connect to Cassandra");
+            store.migrate(kartei::CQL_FILES).await.expect("migrate");
+            TestStore {
+                store: Arc::new(Counted::new(store)),
+                _dir: None,
+            }
+        }
+    }
+}
+
 pub struct TestStore {
     pub store: DynStore,
     _dir: Option<tempfile::TempDir>,
