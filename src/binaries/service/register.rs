@@ -50,7 +50,14 @@ impl Binaries {
                     // No row, or the collector's empty one: taken from
                     // exactly what was read, so one registration wins.
                     let found = mapped.as_ref().and_then(|r| r.get("original_id").cloned());
+                    // Made before the URL points at it: a registration that
+                    // reads the new mapping must find the original, or it
+                    // would take it for collected and move the URL on, and
+                    // this registration's reference would wait for a body the
+                    // crawler never brings. A losing attempt leaves an
+                    // original nobody references, which the collector takes.
                     let o = random_id(22);
+                    self.create_url_original(&o, &url, mime.clone()).await?;
                     let won = self
                         .store()
                         .cas(Cas {
@@ -63,7 +70,6 @@ impl Binaries {
                     if !won {
                         continue;
                     }
-                    self.create_url_original(&o, &url, mime.clone()).await?;
                     o
                 }
             };
@@ -97,10 +103,11 @@ impl Binaries {
                     status: o.status.unwrap_or(BinaryStatus::Processing).as_str(),
                 });
             }
-            // The URL's original is gone or being collected: give the URL a new one.
+            // The URL's original is gone or being collected: give the URL a
+            // new one (made first, as above).
             let fresh = random_id(22);
-            let moved = self
-                .store()
+            self.create_url_original(&fresh, &url, mime.clone()).await?;
+            self.store()
                 .cas(Cas {
                     row: Row::new(&URLS).set("url", &url).set("original_id", &fresh),
                     condition: Condition::Equals(vec![(
@@ -109,11 +116,7 @@ impl Binaries {
                     )]),
                     ttl: None,
                 })
-                .await?
-                .applied;
-            if moved {
-                self.create_url_original(&fresh, &url, mime.clone()).await?;
-            }
+                .await?;
         }
         Err(ApiError::Unavailable)
     }
