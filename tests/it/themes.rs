@@ -282,14 +282,16 @@ async fn search_folds_case_and_diacritics_and_ranks(engine: Engine) {
 }
 
 async fn keyword_pages_cost_a_fixed_number_of_round_trips(engine: Engine) {
-    // Embedded: the default, batches that close when the request yields.
-    // Cassandra: a 50 ms window, because there a level was seen to split into
-    // two waves now and then at the default (2 of about 20 runs), and this
-    // test counts exact round trips.
+    // A 50 ms window on both engines: this test counts exact round trips,
+    // and at the default (batches that close when the request yields) a
+    // level was seen to split into two waves now and then, on Cassandra (2
+    // of about 20 runs) and on the embedded store under the full suite's load
+    // (1 of about 8); issue 11 has the open question. The default's batching
+    // is measured by the curator-page benchmark's store-call figures.
     let srv = crate::support::server_with(
         engine,
         kartei::config::Limits {
-            batch_window_ms: if engine == Engine::Embedded { 0 } else { 50 },
+            batch_window_ms: 50,
             ..Default::default()
         },
     )
