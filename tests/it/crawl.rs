@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use crate::binaries::jpeg;
 use crate::both_engines;
 use crate::support::{
-    Engine, TestServer, code, origin_ip, serve_crawling, test_binary_args, test_crawl_args,
+    Engine, TestServer, code, origin_ip, serve_crawling, store, test_binary_args, test_crawl_args,
     test_limits, uid,
 };
 
@@ -178,18 +178,8 @@ fn crawl_args(delay_ms: u64) -> CrawlArgs {
     }
 }
 
-/// A crawling test server on keyspaces of its own (on Cassandra): every
-/// crawl test asserts what its own crawlers did (robots.txt read once, the
-/// spacing, exclusion), which other tests' crawlers on shared keyspaces could
-/// take part in.
 async fn crawling_server(engine: Engine, args: Option<CrawlArgs>) -> TestServer {
-    serve_crawling(
-        crate::support::isolated_store(engine).await,
-        test_limits(),
-        test_binary_args(),
-        args,
-    )
-    .await
+    serve_crawling(store(engine).await, test_limits(), test_binary_args(), args).await
 }
 
 async fn robots_txt_and_the_delay_are_honoured(engine: Engine) {
@@ -291,7 +281,7 @@ async fn instances_share_the_crawl_and_fetch_each_url_once(engine: Engine) {
 /// An instance dies mid-crawl (its runtime stops, as under kill -9): the
 /// other takes its domain over once the dead one's announcement expires.
 async fn a_dead_instance_s_domain_is_taken_over(engine: Engine) {
-    let ts = crate::support::isolated_store(engine).await;
+    let ts = store(engine).await;
     let shared = ts.store.clone();
     let (s, binaries, refs) = slow_urls(&shared).await;
     // The first instance, in a runtime of its own.
@@ -416,8 +406,15 @@ async fn retry_after_is_honoured(engine: Engine) {
 const DOMAIN: &str = "query($d: String!) { crawlDomain(dom: $d) { dom state priority excluded excludeReason claimed } }";
 
 async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
-    // The crawler is not running yet: the domain waits, PENDING.
-    let srv = crawling_server(engine, None).await;
+    // The crawler is not running yet: the domain waits, PENDING. (Keyspaces
+    // of its own: other tests' crawlers would fetch the waiting link.)
+    let srv = serve_crawling(
+        crate::support::isolated_store(engine).await,
+        test_limits(),
+        test_binary_args(),
+        None,
+    )
+    .await;
     let s = site(None, Duration::ZERO).await;
     let url = format!("{}/img/excluded.jpg", s.base);
     let r = register(&srv.binaries, &url).await;
