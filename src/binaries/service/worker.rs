@@ -369,33 +369,9 @@ impl Binaries {
                 ),
             )
             .await;
-            // Closed first: a registration attaching now finds this original
-            // DELETING, takes it for gone and follows the URL, so no
-            // reference can arrive after the ones moved below (it would wait
-            // on an original that ends here). The collector takes it.
-            let status = o.status.unwrap_or(BinaryStatus::Processing);
-            let set = |s: BinaryStatus, from: BinaryStatus| Cas {
-                row: original_update(&o.id).set("status", s.as_str()),
-                condition: Condition::Equals(vec![("status", Some(from.as_str().into()))]),
-                ttl: None,
-            };
-            let closed = self
-                .store()
-                .cas(set(BinaryStatus::Deleting, status))
+            self.move_references(&o.id, &other, url)
                 .await
-                .map_err(|e| FetchError::Temporary(e.to_string()))?
-                .applied;
-            if !closed {
-                return Err(FetchError::Temporary(
-                    "the original changed while its body arrived".into(),
-                ));
-            }
-            if let Err(e) = self.move_references(&o.id, &other, url).await {
-                // The duplicate went away meanwhile: this original opens
-                // again, and a later fetch stores its own body.
-                let _ = self.store().cas(set(status, BinaryStatus::Deleting)).await;
-                return Err(FetchError::Temporary(e.message()));
-            }
+                .map_err(|e| FetchError::Temporary(e.message()))?;
             return Err(FetchError::Permanent(format!(
                 "duplicate of original {other}"
             )));
