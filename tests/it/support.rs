@@ -77,24 +77,31 @@ pub fn uid() -> String {
 static CLUSTER: OnceCell<Arc<Counted<CqlStore>>> = OnceCell::const_new();
 
 /// The shared cluster store: a fresh keyspace set `*_t<random>` per test binary.
+/// A connection to the test node (KARTEI_TEST_CASSANDRA) with a keyspace set
+/// of a new name, migrated.
+async fn fresh_keyspaces() -> CqlStore {
+    let nodes: Vec<String> = std::env::var("KARTEI_TEST_CASSANDRA")
+        .expect("KARTEI_TEST_CASSANDRA")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let store = CqlStore::connect(
+        &nodes,
+        &format!("t{}", uid()),
+        "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
+    )
+    .await
+    .expect("connect to Cassandra");
+    store.migrate(kartei::CQL_FILES).await.expect("migrate");
+    store
+}
+
 pub async fn cluster() -> Arc<Counted<CqlStore>> {
     CLUSTER
         .get_or_init(|| async {
-            let nodes: Vec<String> = std::env::var("KARTEI_TEST_CASSANDRA")
-                .expect("KARTEI_TEST_CASSANDRA")
-                .split(',')
-                .map(str::to_owned)
-                .collect();
-            let env = format!("t{}", uid());
-            let store = CqlStore::connect(
-                &nodes,
-                &env,
-                "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
-            )
-            .await
-            .expect("connect to Cassandra");
             let started = std::time::Instant::now();
-            store.migrate(kartei::CQL_FILES).await.expect("migrate");
+            let store = fresh_keyspaces().await;
+            let env = store.env().to_owned();
             for t in crate::engine::PROBE_TABLES {
                 store
                     .ddl(&store.create_table_cql(t))
@@ -117,25 +124,10 @@ pub async fn cluster() -> Arc<Counted<CqlStore>> {
 pub async fn isolated_store(engine: Engine) -> TestStore {
     match engine {
         Engine::Embedded => store(engine).await,
-        Engine::Cassandra => {
-            let nodes: Vec<String> = std::env::var("KARTEI_TEST_CASSANDRA")
-                .expect("KARTEI_TEST_CASSANDRA")
-                .split(',')
-                .map(str::to_owned)
-                .collect();
-            let store = CqlStore::connect(
-                &nodes,
-                &format!("t{}", uid()),
-                "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
-            )
-            .await
-            .expect("connect to Cassandra");
-            store.migrate(kartei::CQL_FILES).await.expect("migrate");
-            TestStore {
-                store: Arc::new(Counted::new(store)),
-                _dir: None,
-            }
-        }
+        Engine::Cassandra => TestStore {
+            store: Arc::new(Counted::new(fresh_keyspaces().await)),
+            _dir: None,
+        },
     }
 }
 
