@@ -244,6 +244,11 @@ impl Events {
         }
     }
 
+    /// Milliseconds since the epoch, by this feed's clock (event ids' time).
+    fn now_ms(&self) -> i64 {
+        (self.clock.now().unix_timestamp_nanos() / 1_000_000) as i64
+    }
+
     /// Appends one event per change, as one write; the feed of this process
     /// is told at once (other instances see it at their next tail).
     pub async fn publish(
@@ -254,7 +259,7 @@ impl Events {
         if changes.is_empty() {
             return Ok(());
         }
-        let millis = (self.clock.now().unix_timestamp_nanos() / 1_000_000) as i64;
+        let millis = self.now_ms();
         let batch = changes
             .into_iter()
             .map(|change| {
@@ -288,7 +293,7 @@ impl Events {
     /// it), oldest first, at most `limit`.
     pub async fn since(&self, after: &str, limit: usize) -> Result<Vec<Event>, StoreError> {
         let from = millis_of(after).unwrap_or(0) - LAG_MS;
-        let now = (self.clock.now().unix_timestamp_nanos() / 1_000_000) as i64;
+        let now = self.now_ms();
         let from = from.max(now - i64::from(EVENT_TTL) * 1000);
         self.read(from, now, limit).await
     }
@@ -365,11 +370,10 @@ impl Events {
                 match st.rx.recv().await {
                     Ok(e) => st.backlog.push_back(e),
                     Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let from = st.last.clone().unwrap_or_else(|| {
-                            floor_id(
-                                (st.events.clock.now().unix_timestamp_nanos() / 1_000_000) as i64,
-                            )
-                        });
+                        let from = st
+                            .last
+                            .clone()
+                            .unwrap_or_else(|| floor_id(st.events.now_ms()));
                         match st.events.since(&from, REPLAY_MAX + 1).await {
                             // Too far behind: the stream ends; a resume with
                             // the last id says so, and the client reloads.
@@ -404,7 +408,7 @@ impl Events {
                     sent.clear();
                     continue;
                 }
-                let now = (events.clock.now().unix_timestamp_nanos() / 1_000_000) as i64;
+                let now = events.now_ms();
                 let fresh = match events.read(now - LAG_MS, now + LAG_MS, 100_000).await {
                     Ok(f) => f,
                     Err(e) => {
