@@ -31,6 +31,8 @@ pub enum ApiError {
     /// The client was too slow to send its request, or the request ran past its limit.
     Timeout(String),
     Unavailable,
+    /// The store's disk is full: writes fail until space is freed; reads go on.
+    StorageFull,
     Internal,
 }
 
@@ -54,6 +56,9 @@ impl ApiError {
                 "the cursor is not one this server gave out for this query".into()
             }
             ApiError::Unavailable => "the store is unavailable, try again".into(),
+            ApiError::StorageFull => {
+                "the store's disk is full: nothing was written; reads still work, retry once space is freed".into()
+            }
             ApiError::Internal => "internal error".into(),
         }
     }
@@ -73,6 +78,7 @@ impl ApiError {
             ApiError::Timeout(_) => "TIMEOUT",
             ApiError::BadCursor => "BAD_CURSOR",
             ApiError::Unavailable => "UNAVAILABLE",
+            ApiError::StorageFull => "STORAGE_FULL",
             ApiError::Internal => "INTERNAL",
         }
     }
@@ -91,6 +97,7 @@ impl ApiError {
             ApiError::Timeout(_) => 408,
             ApiError::BadCursor => 400,
             ApiError::Unavailable => 503,
+            ApiError::StorageFull => 507,
             ApiError::Internal => 500,
         }
     }
@@ -107,6 +114,10 @@ impl From<StoreError> for ApiError {
             StoreError::Unavailable(msg) => {
                 tracing::error!(error = %msg, "store unavailable");
                 ApiError::Unavailable
+            }
+            StoreError::Full(msg) => {
+                tracing::error!(error = %msg, "store full");
+                ApiError::StorageFull
             }
             StoreError::Invalid(msg) | StoreError::Internal(msg) => {
                 tracing::error!(error = %msg, "store error");

@@ -80,6 +80,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// Opens the store; an embedded data directory that cannot be read or
+/// written is a usage error (one sentence, exit 2) before anything else.
+async fn open_store(config: &StoreConfig) -> anyhow::Result<DynStore> {
+    if config.cassandra.is_none() {
+        kartei::store::embedded::check_data_dir(&config.data_dir).map_err(usage)?;
+    }
+    kartei::store::open(config).await
+}
+
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => serve(args).await,
@@ -108,9 +117,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "--demo loads the demo vocabulary into the embedded store only; drop --cassandra or --demo",
         ));
     }
+    if embedded {
+        kartei::store::embedded::check_data_dir(&config.data_dir).map_err(usage)?;
+    }
     let auth = Auth::from_args(&args.auth, embedded.then_some(config.data_dir.as_path()))
         .map_err(|e| usage(e.to_string()))?;
-    let store = kartei::store::open(&config).await?;
+    let store = open_store(&config).await?;
     if args.demo {
         let themes = Themes::new(store.clone());
         if themes
@@ -139,6 +151,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         eprintln!("admin token for local use (30 days):\n  Authorization: Bearer {token}");
     }
     let binaries = kartei::app::binaries(&args.binaries, store.clone())?;
+    if embedded {
+        let freed = binaries
+            .release_dead_claims()
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message()))?;
+        if freed > 0 {
+            eprintln!("binaries: {freed} originals a stopped process was scaling are due again");
+        }
+    }
     binaries.spawn_worker(
         std::time::Duration::from_secs(2),
         std::time::Duration::from_secs(300),
@@ -171,10 +192,10 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| usage(format!("cannot listen on {}: {e}", args.listen)))?;
+    // The bound address, so that `--listen 127.0.0.1:0` says which port it got.
+    let bound = listener.local_addr().unwrap_or(args.listen);
     eprintln!(
-        "kartei serves on http://{} (GraphiQL: http://{}/graphiql, store: {})",
-        args.listen,
-        args.listen,
+        "kartei serves on http://{bound} (GraphiQL: http://{bound}/graphiql, store: {})",
         if embedded {
             format!("embedded in {}", config.data_dir.display())
         } else {
@@ -217,7 +238,7 @@ async fn migrate(args: StoreArgs) -> anyhow::Result<ExitCode> {
 async fn import_vocabulary(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::open(&args.file)
         .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
-    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
     let themes = Themes::new(store);
     let report = import::import(&themes, std::io::BufReader::new(file), args.concurrency).await?;
     Ok(import_outcome(
@@ -231,7 +252,7 @@ async fn import_assignments(args: ImportAssignmentsArgs) -> anyhow::Result<ExitC
     let file = std::fs::File::open(&args.file)
         .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
     let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
-    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
     let service = Assignments::new(store);
     let report = assignments::import::import(
         &service,
@@ -241,11 +262,14 @@ async fn import_assignments(args: ImportAssignmentsArgs) -> anyhow::Result<ExitC
         args.concurrency,
     )
     .await?;
-    Ok(import_outcome(
-        &args.file,
-        &report.errors,
-        &report.summary(),
-    ))
+    let outcome = import_outcome(&args.file, &report.errors, &report.summary());
+    if let Some(why) = &report.stopped {
+        eprintln!(
+            "error: the import stopped {why}. What came before is written; run the same command again once that is fixed (rows already present are skipped)."
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(outcome)
 }
 
 /// Prints an importer's line-numbered errors and summary; exit 1 if any line failed.
@@ -262,7 +286,7 @@ fn import_outcome(file: &std::path::Path, errors: &[(usize, String)], summary: &
 }
 
 async fn repair_views(args: RepairArgs) -> anyhow::Result<ExitCode> {
-    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
     let report =
         assignments::repair::repair_views(&store, !args.check, args.portal.as_deref()).await?;
     println!("{}", report.summary());
@@ -274,7 +298,7 @@ async fn repair_views(args: RepairArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn gc_binaries(args: GcArgs) -> anyhow::Result<ExitCode> {
-    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
     let binaries = kartei::app::binaries(
         &BinaryArgs {
             gc_grace: args.gc_grace,
@@ -294,7 +318,7 @@ async fn gc_binaries(args: GcArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn recheck_binaries(args: RecheckArgs) -> anyhow::Result<ExitCode> {
-    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
     let binary_args = kartei::config::BinaryArgs::default();
     let binaries = kartei::app::binaries(&binary_args, store.clone())?;
     let crawl = kartei::app::crawl(
@@ -327,7 +351,7 @@ async fn import_suggestions(args: ImportSuggestionsArgs) -> anyhow::Result<ExitC
                 .unwrap_or_default();
             (Box::new(file), size, name)
         };
-    let store: DynStore = kartei::store::open(&StoreConfig::from(&args.store)).await?;
+    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
     let service =
         kartei::suggestions::service::Suggestions::new(store).with_dead_after(args.dead_after);
     let who = kartei::auth::Principal::local("import-suggestions", &[kartei::auth::Role::Machine]);
@@ -366,7 +390,7 @@ async fn suggestions(cmd: SuggestionsCommand) -> anyhow::Result<ExitCode> {
         SuggestionsCommand::List(a) | SuggestionsCommand::Rollback(a) => &a.store,
         SuggestionsCommand::Purge(a) => &a.store,
     };
-    let store: DynStore = kartei::store::open(&StoreConfig::from(store_args)).await?;
+    let store: DynStore = open_store(&StoreConfig::from(store_args)).await?;
     let dead_after = match &cmd {
         SuggestionsCommand::Purge(a) => a.dead_after,
         _ => kartei::suggestions::service::DEAD_AFTER_SECS,

@@ -33,6 +33,9 @@ pub struct ImportReport {
     pub created: usize,
     pub existing: usize,
     pub errors: Vec<(usize, String)>,
+    /// The store failed (a full disk, an unreachable cluster): the import
+    /// stopped there; a rerun of the same file skips the rows written.
+    pub stopped: Option<String>,
     pub elapsed: Duration,
 }
 
@@ -105,12 +108,12 @@ pub async fn import(
                     }
                 }
             }
-            // The store failed for the whole chunk: every line of it is reported.
+            // The store failed for the whole chunk: stop, rather than fail
+            // every line that follows the same way.
             Err(e) => {
-                let m = e.message();
-                report
-                    .errors
-                    .extend(numbers.into_iter().map(|n| (n, m.clone())));
+                let first = numbers.first().copied().unwrap_or(0);
+                report.stopped = Some(format!("at line {first}: {}", e.message()));
+                break;
             }
         }
     }

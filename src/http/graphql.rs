@@ -480,6 +480,7 @@ fn respond(media: MediaType, response: &GqlResponse) -> Response {
             .unwrap_or_default();
         match code.as_str() {
             "TIMEOUT" | "UNAVAILABLE" => StatusCode::SERVICE_UNAVAILABLE,
+            "STORAGE_FULL" => StatusCode::INSUFFICIENT_STORAGE,
             "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
             "FORBIDDEN" => StatusCode::FORBIDDEN,
             "INTERNAL" => StatusCode::INTERNAL_SERVER_ERROR,

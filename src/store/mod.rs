@@ -229,6 +229,9 @@ pub enum StoreError {
     Invalid(String),
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The disk under the store is full: writes fail until space is freed.
+    #[error("{0}")]
+    Full(String),
     #[error("store failure: {0}")]
     Internal(String),
 }
@@ -268,6 +271,22 @@ pub trait Store: Send + Sync {
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError>;
     /// A serialisable compare-and-set on one row.
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError>;
+    /// A compare-and-set and, when it applies, the writes `then` makes from
+    /// the row as written (e.g. its query-table rows). On the embedded engine
+    /// both are one transaction: a crash or a full disk leaves all or nothing.
+    /// On Cassandra the writes follow the compare-and-set, so a process that
+    /// dies between them leaves them out: callers heal them on the next touch
+    /// of the row, and `repair-views` finds the rest.
+    async fn cas_then(&self, cas: Cas, then: Heal) -> Result<CasOutcome, StoreError> {
+        let written = matches!(cas.condition, Condition::NotExists).then(|| cas.row.clone());
+        let outcome = self.cas(cas).await?;
+        if outcome.applied
+            && let Some(row) = outcome.current.as_ref().or(written.as_ref())
+        {
+            self.apply(then(row)).await?;
+        }
+        Ok(outcome)
+    }
     /// Bulk insertion for importers: each row (all of one table) is written,
     /// with the mutations that go with it, unless its key holds a row already;
     /// for a row found, the mutations `heal` makes from it are written
@@ -362,6 +381,9 @@ impl Store for DynStore {
     }
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
         self.as_ref().cas(cas).await
+    }
+    async fn cas_then(&self, cas: Cas, then: Heal) -> Result<CasOutcome, StoreError> {
+        self.as_ref().cas_then(cas, then).await
     }
     async fn insert_new(
         &self,
@@ -463,6 +485,10 @@ impl<S: Store> Store for Counted<S> {
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
         self.count("cas", cas.row.table.name);
         self.engine.cas(cas).await
+    }
+    async fn cas_then(&self, cas: Cas, then: Heal) -> Result<CasOutcome, StoreError> {
+        self.count("cas", cas.row.table.name);
+        self.engine.cas_then(cas, then).await
     }
     async fn insert_new(
         &self,

@@ -315,14 +315,17 @@ impl Assignments {
         )?;
         let outcome = self
             .store
-            .cas(Cas {
-                row: assignment.row(&OBJECTS_KEYWORDS),
-                condition: Condition::NotExists,
-                ttl: None,
-            })
+            .cas_then(
+                Cas {
+                    row: assignment.row(&OBJECTS_KEYWORDS),
+                    condition: Condition::NotExists,
+                    ttl: None,
+                },
+                views_of(),
+            )
             .await?;
         if outcome.applied {
-            self.sync_views(assignment.clone()).await?;
+            self.settle_views(assignment.clone()).await?;
             let change = Change::Assignment {
                 assignment: assignment.clone(),
                 previous: None,
@@ -588,16 +591,19 @@ impl Assignments {
         let row = row.set("status", to.as_str()).set("modified_at", &now);
         let outcome = self
             .store
-            .cas(Cas {
-                row,
-                condition: Condition::Equals(vec![("status", Some(expected.as_str().into()))]),
-                ttl: None,
-            })
+            .cas_then(
+                Cas {
+                    row,
+                    condition: Condition::Equals(vec![("status", Some(expected.as_str().into()))]),
+                    ttl: None,
+                },
+                views_of(),
+            )
             .await?;
         let current = outcome.current.as_ref().and_then(Assignment::from_row);
         match (outcome.applied, current) {
             (true, Some(a)) => {
-                self.sync_views(a.clone()).await?;
+                self.settle_views(a.clone()).await?;
                 Ok(a)
             }
             (true, None) => Err(ApiError::Internal),
@@ -612,23 +618,38 @@ impl Assignments {
         }
     }
 
+    /// After `a`'s query rows were written with it ([`views_of`]): re-reads
+    /// the base row and writes them again while a concurrent writer has
+    /// changed it in between (on Cassandra, where the two are not one write).
+    async fn settle_views(&self, a: Assignment) -> ApiResult<()> {
+        match self.changed_since(&a).await? {
+            Some(cur) => self.sync_views(cur).await,
+            None => Ok(()),
+        }
+    }
+
     /// Writes the query tables for `a`, then re-reads the base row and writes
     /// them again while a concurrent writer has changed it in between.
     async fn sync_views(&self, mut a: Assignment) -> ApiResult<()> {
         for _ in 0..8 {
             self.store.apply(a.view_batch()).await?;
-            let now = self
-                .store
-                .get(&OBJECTS_KEYWORDS, &a.key.base_key())
-                .await?
-                .as_ref()
-                .and_then(Assignment::from_row);
-            match now {
-                Some(cur) if cur != a => a = cur,
-                _ => return Ok(()),
+            match self.changed_since(&a).await? {
+                Some(cur) => a = cur,
+                None => return Ok(()),
             }
         }
         Ok(())
+    }
+
+    /// The base row of `a` as stored now, if it differs from `a`.
+    async fn changed_since(&self, a: &Assignment) -> ApiResult<Option<Assignment>> {
+        let now = self
+            .store
+            .get(&OBJECTS_KEYWORDS, &a.key.base_key())
+            .await?
+            .as_ref()
+            .and_then(Assignment::from_row);
+        Ok(now.filter(|cur| cur != a))
     }
 
     /// A portal's assignments, filtered by status, creator or both, in key order.
@@ -742,3 +763,14 @@ impl Assignments {
 
 #[cfg(test)]
 mod tests;
+
+/// The query rows of the assignment a base row holds, for
+/// [`crate::store::Store::cas_then`]: written with the row, atomically on the
+/// embedded engine.
+fn views_of() -> crate::store::Heal {
+    std::sync::Arc::new(|row| {
+        Assignment::from_row(row)
+            .map(|a| a.view_batch())
+            .unwrap_or_default()
+    })
+}

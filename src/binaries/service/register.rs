@@ -328,11 +328,12 @@ impl Binaries {
                     .set("original_id", &id),
             )])
             .await?;
-        // The reference first, while the upload's lease still keeps the
-        // collector away; then the lease ends and the worker may scale it.
-        let Some(o) = self.attach(&reference).await? else {
-            return Err(ApiError::Unavailable);
-        };
+        // The upload is complete: record it and queue it for the worker
+        // before any reference points at it, so that a process killed at any
+        // point leaves either an unreferenced original (the collector's, once
+        // its grace has passed) or a referenced one on its way to OK, never a
+        // reference to an original nobody will finish. The original's recent
+        // `touched` keeps the collector away until the reference is attached.
         let now = self.now();
         let stored = self
             .store()
@@ -356,6 +357,9 @@ impl Binaries {
         self.store()
             .apply(vec![Mutation::upsert(pending_row(&id, &now))])
             .await?;
+        let Some(o) = self.attach(&reference).await? else {
+            return Err(ApiError::Unavailable);
+        };
         self.log(
             std::slice::from_ref(&reference.id),
             &format!(
@@ -381,9 +385,17 @@ impl Binaries {
             return Ok(None);
         };
         let id = row.string("original_id");
-        // Only content that is really there (or on its way) counts.
+        // Only content that is really there (or on its way) counts. On its
+        // way: all of it received (`parts` recorded) and queued; an original
+        // whose upload died before that is not, and its pending row is
+        // written again in case the process died just before it.
         match self.original(&id).await? {
-            Some(o) if matches!(o.status, Some(BinaryStatus::Ok | BinaryStatus::Processing)) => {
+            Some(o) if o.status == Some(BinaryStatus::Ok) => Ok(Some(id)),
+            Some(o) if o.status == Some(BinaryStatus::Processing) && o.parts.is_some() => {
+                let due = o.next_attempt.clone().unwrap_or_else(|| self.now());
+                self.store()
+                    .apply(vec![Mutation::upsert(pending_row(&id, &due))])
+                    .await?;
                 Ok(Some(id))
             }
             _ => Ok(None),

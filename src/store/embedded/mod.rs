@@ -9,8 +9,8 @@
 //! tree ordered by expiry time.
 
 use std::ops::Bound as RBound;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -39,7 +39,7 @@ pub struct EmbeddedStore {
 }
 
 struct Inner {
-    db: Arc<Database>,
+    db: Arc<Db>,
     writer: Option<Writer>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -55,8 +55,171 @@ impl Drop for Inner {
     }
 }
 
+/// The open database, and how to open it again.
+///
+/// redb latches the first I/O error of its file (a full disk, say): from then
+/// on every read and write of that `Database` fails, and only a new open
+/// recovers the last durable commit. So after such an error the writer closes
+/// it and opens the file again (`reopen`): reads go on, and writes succeed
+/// again as soon as the disk has room.
+pub(super) struct Db {
+    path: PathBuf,
+    cache_bytes: usize,
+    current: RwLock<Option<Arc<Database>>>,
+}
+
+impl Db {
+    fn open(path: PathBuf, cache_bytes: usize) -> Result<Self, StoreError> {
+        let db = Self::create(&path, cache_bytes)?;
+        Ok(Db {
+            path,
+            cache_bytes,
+            current: RwLock::new(Some(Arc::new(db))),
+        })
+    }
+
+    fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
+        // redb's page cache defaults to 1 GiB; binaries stream through the store,
+        // so a bounded cache keeps resident memory flat (the OS caches the file).
+        let db = redb::Builder::new()
+            .set_cache_size(cache_bytes)
+            .create(path)
+            .map_err(db_err)?;
+        let txn = db.begin_write().map_err(db_err)?;
+        txn.open_table(ROWS).map_err(db_err)?;
+        txn.open_table(EXPIRY).map_err(db_err)?;
+        txn.commit().map_err(db_err)?;
+        Ok(db)
+    }
+
+    /// The open database; if an earlier reopen failed, one more try.
+    pub(super) fn get(&self) -> Result<Arc<Database>, StoreError> {
+        if let Some(db) = self
+            .current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            return Ok(db.clone());
+        }
+        self.recover(None)
+    }
+
+    /// An identity for [`Db::recover`] that holds no reference.
+    pub(super) fn id(db: &Arc<Database>) -> usize {
+        Arc::as_ptr(db) as usize
+    }
+
+    /// After an I/O error of the database `failed` (see [`Db::id`]): closes it,
+    /// once the reads that still hold it are done (at most 10 s), and opens
+    /// the file again; redb recovers its last durable commit. If another
+    /// caller has reopened it meanwhile, that one is returned. `None`: only
+    /// open it if it is closed (an earlier reopen failed).
+    pub(super) fn recover(&self, failed: Option<usize>) -> Result<Arc<Database>, StoreError> {
+        let mut slot = self.current.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(db) = slot.take() {
+            if failed != Some(Self::id(&db)) {
+                *slot = Some(db.clone());
+                return Ok(db);
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let mut db = db;
+            loop {
+                match Arc::try_unwrap(db) {
+                    Ok(only) => {
+                        // After a latched I/O error redb leaves the file for
+                        // the next open to recover; the close's error says so.
+                        let _ = only.close();
+                        break;
+                    }
+                    Err(shared) if std::time::Instant::now() < deadline => {
+                        db = shared;
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    Err(shared) => {
+                        *slot = Some(shared);
+                        return Err(StoreError::Unavailable(
+                            "the embedded store could not be reopened: reads still hold it".into(),
+                        ));
+                    }
+                }
+            }
+        }
+        match Self::create(&self.path, self.cache_bytes) {
+            Ok(db) => {
+                tracing::warn!(path = %self.path.display(), "embedded store reopened after an I/O error");
+                let db = Arc::new(db);
+                *slot = Some(db.clone());
+                Ok(db)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, path = %self.path.display(), "embedded store cannot be reopened");
+                Err(e)
+            }
+        }
+    }
+}
+
 pub(super) fn internal(e: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(e.to_string())
+}
+
+/// A redb error as the store reports it: a full disk is `Full`, an I/O error
+/// (now or latched from before) `Unavailable`, anything else `Internal`.
+pub(super) fn db_err(e: impl Into<redb::Error>) -> StoreError {
+    let e: redb::Error = e.into();
+    match &e {
+        redb::Error::Io(io) if is_full(io) => StoreError::Full(format!(
+            "the embedded store's disk is full ({io}); free space and retry"
+        )),
+        redb::Error::Io(io) => StoreError::Unavailable(format!("embedded store I/O error: {io}")),
+        redb::Error::PreviousIo | redb::Error::DatabaseClosed => StoreError::Unavailable(
+            "the embedded store is recovering from an I/O error, try again".into(),
+        ),
+        _ => StoreError::Internal(e.to_string()),
+    }
+}
+
+/// ENOSPC, EDQUOT or EFBIG: the file cannot grow.
+pub(super) fn is_full(io: &std::io::Error) -> bool {
+    io.kind() == std::io::ErrorKind::StorageFull
+        || io.kind() == std::io::ErrorKind::QuotaExceeded
+        || io.kind() == std::io::ErrorKind::FileTooLarge
+}
+
+/// Whether a data directory can hold the store: readable and writable.
+/// Called before a command opens the store, so that a read-only or unreadable
+/// directory is one clear sentence (exit 2), not a redb error later. A full
+/// disk is not refused here: reads can still be served.
+pub fn check_data_dir(dir: &Path) -> Result<(), String> {
+    let what = |action: &str, e: std::io::Error| {
+        format!(
+            "the data directory {} cannot be used: {action} failed: {e}",
+            dir.display()
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(|e| what("creating it", e))?;
+    std::fs::read_dir(dir).map_err(|e| what("listing it", e))?;
+    let file = dir.join("kartei.redb");
+    if file.exists() {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&file)
+            .map_err(|e| {
+                what(
+                    &format!("opening {} for reading and writing", file.display()),
+                    e,
+                )
+            })?;
+    }
+    let probe = dir.join(".kartei-write-probe");
+    let written = std::fs::write(&probe, b"probe");
+    let _ = std::fs::remove_file(&probe);
+    match written {
+        Err(e) if !is_full(&e) => Err(what("writing a file in it", e)),
+        _ => Ok(()),
+    }
 }
 
 pub(super) fn now_ms() -> u64 {
@@ -85,16 +248,7 @@ impl EmbeddedStore {
     /// transaction, as before group commit (the benchmarks' reference).
     pub fn open_with(dir: &Path, cache_bytes: usize, group_commit: bool) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
-        // redb's page cache defaults to 1 GiB; binaries stream through the store,
-        // so a bounded cache keeps resident memory flat (the OS caches the file).
-        let db = redb::Builder::new()
-            .set_cache_size(cache_bytes)
-            .create(dir.join("kartei.redb"))?;
-        let txn = db.begin_write()?;
-        txn.open_table(ROWS)?;
-        txn.open_table(EXPIRY)?;
-        txn.commit()?;
-        let db = Arc::new(db);
+        let db = Arc::new(Db::open(dir.join("kartei.redb"), cache_bytes)?);
         let (writer, thread) = Writer::start(db.clone(), group_commit)?;
         let store = EmbeddedStore {
             inner: Arc::new(Inner {
@@ -119,14 +273,26 @@ impl EmbeddedStore {
         Ok(store)
     }
 
+    /// Runs a read on the blocking pool. A read that meets a latched I/O
+    /// error (see [`Db`]) reopens the store and runs once more.
     async fn blocking<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
+        f: impl Fn(&Database) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = self.inner.db.clone();
-        tokio::task::spawn_blocking(move || f(&db))
-            .await
-            .map_err(internal)?
+        let slot = self.inner.db.clone();
+        tokio::task::spawn_blocking(move || {
+            let db = slot.get()?;
+            match f(&db) {
+                Err(StoreError::Unavailable(_)) => {
+                    let failed = Db::id(&db);
+                    drop(db);
+                    f(&*slot.recover(Some(failed))?)
+                }
+                other => other,
+            }
+        })
+        .await
+        .map_err(internal)?
     }
 
     async fn write(&self, job: Job) -> Result<Reply, StoreError> {
@@ -135,6 +301,28 @@ impl EmbeddedStore {
             None => Err(StoreError::Unavailable(
                 "the embedded store is closed".into(),
             )),
+        }
+    }
+
+    /// A compare-and-set, with the writes that go with it when it applies.
+    async fn cas_job(&self, cas: Cas, then: Option<super::Heal>) -> Result<CasOutcome, StoreError> {
+        if cas.ttl == Some(0) {
+            return Err(StoreError::Invalid("a TTL must be positive".into()));
+        }
+        cas.row.validate()?;
+        let key = key::encode(cas.row.table, &cas.row.key()?)?;
+        match self
+            .write(Job::Cas(PreparedCas {
+                key,
+                row: cas.row,
+                condition: cas.condition,
+                ttl: cas.ttl,
+                then,
+            }))
+            .await?
+        {
+            Reply::Cas(outcome) => Ok(outcome),
+            _ => Err(StoreError::Internal("unexpected writer reply".into())),
         }
     }
 
@@ -211,7 +399,7 @@ pub(super) fn read_live<T: ReadableTable<&'static [u8], &'static [u8]>>(
     k: &[u8],
     now: u64,
 ) -> Result<Option<Row>, StoreError> {
-    match rows.get(k).map_err(internal)? {
+    match rows.get(k).map_err(db_err)? {
         Some(v) if !expired(v.value(), now) => Ok(Some(decode_row(table, v.value())?)),
         _ => Ok(None),
     }
@@ -269,8 +457,8 @@ impl Store for EmbeddedStore {
         check_key(table, k, true)?;
         let k = key::encode(table, k)?;
         self.blocking(move |db| {
-            let txn = db.begin_read().map_err(internal)?;
-            let rows = txn.open_table(ROWS).map_err(internal)?;
+            let txn = db.begin_read().map_err(db_err)?;
+            let rows = txn.open_table(ROWS).map_err(db_err)?;
             read_live(&rows, table, &k, now_ms())
         })
         .await
@@ -289,8 +477,8 @@ impl Store for EmbeddedStore {
             })
             .collect::<Result<Vec<_>, _>>()?;
         self.blocking(move |db| {
-            let txn = db.begin_read().map_err(internal)?;
-            let rows = txn.open_table(ROWS).map_err(internal)?;
+            let txn = db.begin_read().map_err(db_err)?;
+            let rows = txn.open_table(ROWS).map_err(db_err)?;
             let now = now_ms();
             encoded
                 .iter()
@@ -317,8 +505,8 @@ impl Store for EmbeddedStore {
         let (reverse, limit) = (s.reverse, s.limit);
         let rows = self
             .blocking(move |db| {
-                let txn = db.begin_read().map_err(internal)?;
-                let rows = txn.open_table(ROWS).map_err(internal)?;
+                let txn = db.begin_read().map_err(db_err)?;
+                let rows = txn.open_table(ROWS).map_err(db_err)?;
                 let now = now_ms();
                 let mut lo = RBound::Included(start.as_slice());
                 let mut hi = match &end {
@@ -337,14 +525,14 @@ impl Store for EmbeddedStore {
                 {
                     return Ok(Vec::new());
                 }
-                let range = rows.range::<&[u8]>((lo, hi)).map_err(internal)?;
+                let range = rows.range::<&[u8]>((lo, hi)).map_err(db_err)?;
                 let mut out = Vec::new();
                 let mut push = |entry: Result<
                     (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>),
                     redb::StorageError,
                 >|
                  -> Result<bool, StoreError> {
-                    let (_, v) = entry.map_err(internal)?;
+                    let (_, v) = entry.map_err(db_err)?;
                     if !expired(v.value(), now) {
                         out.push(decode_row(table, v.value())?);
                     }
@@ -379,23 +567,11 @@ impl Store for EmbeddedStore {
     }
 
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
-        if cas.ttl == Some(0) {
-            return Err(StoreError::Invalid("a TTL must be positive".into()));
-        }
-        cas.row.validate()?;
-        let key = key::encode(cas.row.table, &cas.row.key()?)?;
-        match self
-            .write(Job::Cas(PreparedCas {
-                key,
-                row: cas.row,
-                condition: cas.condition,
-                ttl: cas.ttl,
-            }))
-            .await?
-        {
-            Reply::Cas(outcome) => Ok(outcome),
-            _ => Err(StoreError::Internal("unexpected writer reply".into())),
-        }
+        self.cas_job(cas, None).await
+    }
+
+    async fn cas_then(&self, cas: Cas, then: super::Heal) -> Result<CasOutcome, StoreError> {
+        self.cas_job(cas, Some(then)).await
     }
 
     async fn insert_new(
@@ -444,8 +620,8 @@ impl Store for EmbeddedStore {
         let prefix = key::table_prefix(table);
         let rows = self
             .blocking(move |db| {
-                let txn = db.begin_read().map_err(internal)?;
-                let rows = txn.open_table(ROWS).map_err(internal)?;
+                let txn = db.begin_read().map_err(db_err)?;
+                let rows = txn.open_table(ROWS).map_err(db_err)?;
                 let now = now_ms();
                 let end = key::successor(&prefix);
                 let lo = match &start {
@@ -457,8 +633,8 @@ impl Store for EmbeddedStore {
                     None => RBound::Unbounded,
                 };
                 let mut out = Vec::new();
-                for e in rows.range::<&[u8]>((lo, hi)).map_err(internal)? {
-                    let (_, v) = e.map_err(internal)?;
+                for e in rows.range::<&[u8]>((lo, hi)).map_err(db_err)? {
+                    let (_, v) = e.map_err(db_err)?;
                     if !expired(v.value(), now) {
                         out.push(decode_row(table, v.value())?);
                         if out.len() > limit {
@@ -485,7 +661,7 @@ impl Store for EmbeddedStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        self.blocking(|db| db.begin_read().map(|_| ()).map_err(internal))
+        self.blocking(|db| db.begin_read().map(|_| ()).map_err(db_err))
             .await
     }
 }

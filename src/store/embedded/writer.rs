@@ -27,7 +27,7 @@ use std::sync::Arc;
 use redb::{Database, ReadableTable};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{EXPIRY, ROWS, codec, internal, read_live};
+use super::{Db, EXPIRY, ROWS, codec, db_err, read_live};
 use crate::store::{CasOutcome, Condition, Row, StoreError};
 
 /// Row writes one transaction takes before it commits; the rest wait for the next.
@@ -53,6 +53,8 @@ pub(super) struct PreparedCas {
     pub row: Row,
     pub condition: Condition,
     pub ttl: Option<u32>,
+    /// Writes made from the row as written, in the same transaction.
+    pub then: Option<crate::store::Heal>,
 }
 
 /// A row to insert unless its key holds a live row, with the writes that go
@@ -104,7 +106,7 @@ impl Writer {
     /// Starts the writer thread over `db`. It ends when every `Writer` is dropped.
     /// `group` false commits each job alone (the benchmarks' reference).
     pub fn start(
-        db: Arc<Database>,
+        db: Arc<Db>,
         group: bool,
     ) -> std::io::Result<(Writer, std::thread::JoinHandle<()>)> {
         let (tx, rx) = mpsc::channel(QUEUE);
@@ -138,7 +140,7 @@ impl Writer {
     }
 }
 
-fn run(db: &Database, mut rx: mpsc::Receiver<Pending>, max_ops: usize) {
+fn run(slot: &Db, mut rx: mpsc::Receiver<Pending>, max_ops: usize) {
     while let Some(first) = rx.blocking_recv() {
         let mut ops = first.job.weight();
         let mut group = vec![first];
@@ -153,7 +155,18 @@ fn run(db: &Database, mut rx: mpsc::Receiver<Pending>, max_ops: usize) {
         }
         crate::metrics::embedded_commit(group.len());
         let jobs: Vec<&Job> = group.iter().map(|p| &p.job).collect();
-        match commit(db, &jobs) {
+        let done = slot.get().and_then(|db| {
+            commit(&db, &jobs).inspect_err(|e| {
+                // An I/O error is latched by redb: reopen now, so that reads
+                // go on and the next group can commit once the disk has room.
+                if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
+                    let failed = Db::id(&db);
+                    drop(db);
+                    let _ = slot.recover(Some(failed));
+                }
+            })
+        });
+        match done {
             Ok(replies) => {
                 for (p, r) in group.into_iter().zip(replies) {
                     let _ = p.reply.send(r);
@@ -172,12 +185,12 @@ fn run(db: &Database, mut rx: mpsc::Receiver<Pending>, max_ops: usize) {
 /// Runs `jobs` in one transaction. The outer error aborts them all; an inner
 /// error belongs to one job that wrote nothing.
 fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>, StoreError> {
-    let txn = db.begin_write().map_err(internal)?;
+    let txn = db.begin_write().map_err(db_err)?;
     let mut replies = Vec::with_capacity(jobs.len());
     let mut wrote = false;
     {
-        let mut rows = txn.open_table(ROWS).map_err(internal)?;
-        let mut expiry = txn.open_table(EXPIRY).map_err(internal)?;
+        let mut rows = txn.open_table(ROWS).map_err(db_err)?;
+        let mut expiry = txn.open_table(EXPIRY).map_err(db_err)?;
         let now = super::now_ms();
         // Puts and removes of consecutive batches wait here and go to the
         // tree in key order (stable: the later of two writes to one key still
@@ -211,6 +224,12 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
                             expires,
                         };
                         write(&mut rows, &mut expiry, &put)?;
+                        if let Some(then) = &cas.then {
+                            for m in then(&next) {
+                                // Writes that do not validate are a bug: fail the group.
+                                write(&mut rows, &mut expiry, &super::prepare(&m, now)?)?;
+                            }
+                        }
                         wrote = true;
                         Ok(Reply::Cas(CasOutcome {
                             applied: true,
@@ -267,9 +286,9 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
         flush(&mut rows, &mut expiry, &mut buffered)?;
     }
     if wrote {
-        txn.commit().map_err(internal)?;
+        txn.commit().map_err(db_err)?;
     } else {
-        txn.abort().map_err(internal)?;
+        txn.abort().map_err(db_err)?;
     }
     Ok(replies)
 }
@@ -307,15 +326,15 @@ fn write(
             expires,
         } => {
             rows.insert(key.as_slice(), value.as_slice())
-                .map_err(internal)?;
+                .map_err(db_err)?;
             if *expires != 0 {
                 let mut e = expires.to_be_bytes().to_vec();
                 e.extend_from_slice(key);
-                expiry.insert(e.as_slice(), ()).map_err(internal)?;
+                expiry.insert(e.as_slice(), ()).map_err(db_err)?;
             }
         }
         Write::Remove { key } => {
-            rows.remove(key.as_slice()).map_err(internal)?;
+            rows.remove(key.as_slice()).map_err(db_err)?;
         }
         Write::RemovePrefix { prefix } => {
             let end = crate::store::key::successor(prefix);
@@ -324,7 +343,7 @@ fn write(
                 None => RBound::Unbounded,
             };
             rows.retain_in::<&[u8], _>((RBound::Included(prefix.as_slice()), hi), |_, _| false)
-                .map_err(internal)?;
+                .map_err(db_err)?;
         }
     }
     Ok(())
@@ -374,21 +393,21 @@ fn sweep(
     let end = now.to_be_bytes();
     let due: Vec<Vec<u8>> = expiry
         .range::<&[u8]>(..&end[..])
-        .map_err(internal)?
+        .map_err(db_err)?
         .take(50_000)
         .map(|e| e.map(|(k, _)| k.value().to_vec()))
         .collect::<Result<_, _>>()
-        .map_err(internal)?;
+        .map_err(db_err)?;
     let mut removed = 0;
     for entry in due {
-        expiry.remove(entry.as_slice()).map_err(internal)?;
+        expiry.remove(entry.as_slice()).map_err(db_err)?;
         let row_key = &entry[8..];
-        let still_expired = match rows.get(row_key).map_err(internal)? {
+        let still_expired = match rows.get(row_key).map_err(db_err)? {
             Some(v) => super::expired(v.value(), now),
             None => false,
         };
         if still_expired {
-            rows.remove(row_key).map_err(internal)?;
+            rows.remove(row_key).map_err(db_err)?;
             removed += 1;
         }
     }
