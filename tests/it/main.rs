@@ -8,6 +8,7 @@ mod binaries;
 mod cli;
 mod crawl;
 mod engine;
+mod faults;
 mod hostile;
 mod http;
 mod live;

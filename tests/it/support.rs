@@ -79,7 +79,7 @@ static CLUSTER: OnceCell<Arc<Counted<CqlStore>>> = OnceCell::const_new();
 /// The shared cluster store: a fresh keyspace set `*_t<random>` per test binary.
 /// A connection to the test node (KARTEI_TEST_CASSANDRA) with a keyspace set
 /// of a new name, migrated.
-async fn fresh_keyspaces() -> CqlStore {
+pub async fn fresh_keyspaces() -> CqlStore {
     let nodes: Vec<String> = std::env::var("KARTEI_TEST_CASSANDRA")
         .expect("KARTEI_TEST_CASSANDRA")
         .split(',')
