@@ -6,6 +6,18 @@
 #   scripts/cassandra.sh stop     # stop the node started by `start` (exit 0 if none runs)
 #   scripts/cassandra.sh status   # exit 0 if our node runs and answers CQL, 3 otherwise
 #
+# And a three-node cluster on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (same ports on
+# each address, seed 127.0.0.1, config scripts/cassandra/cluster.yaml):
+#
+#   scripts/cassandra.sh cluster start        # fresh cluster (wiped), or start the nodes that are down
+#   scripts/cassandra.sh cluster stop         # stop every node (SIGTERM), keep the data
+#   scripts/cassandra.sh cluster status       # one line per node; exit 0 if all three answer CQL
+#   scripts/cassandra.sh cluster stop-node N  # SIGTERM node N (1..3): it drains and tells its peers
+#   scripts/cassandra.sh cluster kill-node N  # SIGKILL node N: its peers find out by themselves
+#   scripts/cassandra.sh cluster start-node N # restart node N on its data; returns once it answers
+#                                             # CQL and it and its running peers see each other UP
+#   scripts/cassandra.sh cluster wait-down N  # wait until every running peer has marked node N down
+#
 # Environment (all optional):
 #   KARTEI_CASSANDRA_VERSION  cassandra-all version            (default 5.0.9)
 #   KARTEI_CASSANDRA_HOME     jar cache, outside the repo      (default ~/.cache/kartei/cassandra-<version>)
@@ -15,6 +27,12 @@
 #   KARTEI_CASSANDRA_HEAP     JVM max heap (-Xmx)              (default 1G; -Xms is 256M, see below)
 #   KARTEI_CASSANDRA_TIMEOUT  seconds to wait for CQL          (default 240)
 #   KARTEI_CASSANDRA_JAVA     java binary (Java 11 or 17)      (default $JAVA_HOME/bin/java or java)
+#   KARTEI_CLUSTER_RUN        cluster run dir, node<N> in it   (default /tmp/kartei-cluster; wiped by a fresh start)
+#   KARTEI_CLUSTER_PORT       CQL port of every cluster node   (default 9042)
+#   KARTEI_CLUSTER_STORAGE_PORT  internode port of every node  (default 7000)
+#   KARTEI_CLUSTER_HEAP       JVM max heap per cluster node    (default 1G: three nodes fit a 24 GiB machine)
+#   (a fresh `cluster start` records the last three in <cluster run dir>/cluster.env;
+#   every later cluster command on that cluster uses the recorded values)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +45,12 @@ CQL_PORT=${KARTEI_CASSANDRA_PORT:-9042}
 STORAGE_PORT=${KARTEI_CASSANDRA_STORAGE_PORT:-7000}
 HEAP=${KARTEI_CASSANDRA_HEAP:-1G}
 TIMEOUT=${KARTEI_CASSANDRA_TIMEOUT:-240}
+SUPERUSER_SETUP_DELAY_MS=0
+UNSAFE_SYSTEM=1
+CLUSTER_DIR=${KARTEI_CLUSTER_RUN:-/tmp/kartei-cluster}
+CLUSTER_PORT=${KARTEI_CLUSTER_PORT:-9042}
+CLUSTER_STORAGE_PORT=${KARTEI_CLUSTER_STORAGE_PORT:-7000}
+CLUSTER_HEAP=${KARTEI_CLUSTER_HEAP:-1G}
 if [[ -n ${KARTEI_CASSANDRA_JAVA:-} ]]; then JAVA=$KARTEI_CASSANDRA_JAVA
 elif [[ -n ${JAVA_HOME:-} ]]; then JAVA=$JAVA_HOME/bin/java
 else JAVA=java; fi
@@ -66,9 +90,10 @@ read_header() {
   (( ${#h[@]} == 9 )) || return 1
   echo "${h[4]} $(( (h[5] << 24) | (h[6] << 16) | (h[7] << 8) | h[8] ))"
 }
+# cql_ping HOST PORT: true when the node there answers a query.
 cql_ping() {
   (
-    exec 3<>"/dev/tcp/$HOST/$CQL_PORT" || exit 1
+    exec 3<>"/dev/tcp/$1/$2" || exit 1
     local opts body query op len
     # STARTUP {CQL_VERSION: 3.0.0}: version 4, flags 0, stream 1, opcode 0x01.
     opts="$(be16 1)$(cql_string CQL_VERSION)$(cql_string 3.0.0)"
@@ -85,7 +110,8 @@ cql_ping() {
     [[ $op == 8 ]]                                 # 0x08 RESULT (0x00 would be ERROR)
   ) 2>/dev/null
 }
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+# port_open HOST PORT
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 # True while pid runs; a zombie (exited, not yet reaped) counts as dead.
 alive() {
   local stat
@@ -122,7 +148,7 @@ wait_for_cql() {
     fi
     # The probe is cheap; only try once the native transport says it listens
     # (or the port opens), to keep log noise and CPU down while it boots.
-    if { grep -q "Starting listening for CQL clients" "$LOG" 2>/dev/null || port_open "$CQL_PORT"; } && cql_ping; then
+    if { grep -q "Starting listening for CQL clients" "$LOG" 2>/dev/null || port_open "$HOST" "$CQL_PORT"; } && cql_ping "$HOST" "$CQL_PORT"; then
       log "Cassandra $VERSION answers CQL on $HOST:$CQL_PORT after $(( SECONDS - start ))s (pid $pid, run dir $RUN_DIR)"
       return 0
     fi
@@ -174,36 +200,32 @@ check_java() {
   esac
 }
 
-cmd_start() {
-  local pid
-  if pid=$(our_pid); then
-    if cql_ping; then
-      log "Cassandra already runs and answers CQL on $HOST:$CQL_PORT (pid $pid, run dir $RUN_DIR)"
-      exit 0
-    fi
-    log "Cassandra (pid $pid) from an earlier start is still starting; waiting for it"
-    wait_for_cql "$pid"
-    exit 0
+# Refuses to start when the node's ports are taken by a process we did not start.
+# $1 names the variable prefix to point the user at (KARTEI_CASSANDRA or KARTEI_CLUSTER).
+check_ports_free() {
+  if port_open "$HOST" "$CQL_PORT"; then
+    die "port $HOST:$CQL_PORT is in use by a process this script did not start (no live pid in $PID_FILE; set ${1}_PORT)"
   fi
-  if port_open "$CQL_PORT"; then
-    die "port $HOST:$CQL_PORT is in use by a process this script did not start (no live pid in $PID_FILE)"
+  if port_open "$HOST" "$STORAGE_PORT"; then
+    die "internode port $HOST:$STORAGE_PORT is in use (set ${1}_STORAGE_PORT)"
   fi
-  if port_open "$STORAGE_PORT"; then
-    die "internode port $HOST:$STORAGE_PORT is in use (set KARTEI_CASSANDRA_STORAGE_PORT)"
-  fi
+}
 
-  check_java
-  fetch_jars
-
-  # Fresh run dir every start: a test node never keeps data between starts.
-  [[ -n $RUN_DIR && $RUN_DIR != / ]] || die "refusing to wipe run dir '$RUN_DIR'"
-  rm -rf "$RUN_DIR"
+# Writes $RUN_DIR/conf from the template $1, filling in the placeholders; the
+# data directories are created if missing and otherwise kept.
+write_conf() {
+  local template=$1 token=${2:-0}
   mkdir -p "$RUN_DIR"/{conf,logs,data,data-system,commitlog,saved_caches,hints,cdc_raw,triggers}
   sed -e "s#@DIR@#$RUN_DIR#g" -e "s#@CQL_PORT@#$CQL_PORT#g" -e "s#@STORAGE_PORT@#$STORAGE_PORT#g" \
-    "$CONF_SRC/cassandra.yaml" >"$RUN_DIR/conf/cassandra.yaml"
+    -e "s#@HOST@#$HOST#g" -e "s#@SEED@#127.0.0.1#g" -e "s#@TOKEN@#$token#g" \
+    "$template" >"$RUN_DIR/conf/cassandra.yaml"
   cp "$CONF_SRC/logback.xml" "$RUN_DIR/conf/logback.xml"
+}
 
-  local jamm
+# Starts the JVM of the node in $RUN_DIR (config from write_conf) in the
+# background and records its pid; does not wait for it.
+launch() {
+  local jamm pid
   jamm=$(ls "$LIB"/jamm-*.jar 2>/dev/null | head -n 1) || true
   [[ -n $jamm ]] || die "no jamm jar in $LIB (delete $CASS_HOME to refetch)"
 
@@ -239,12 +261,17 @@ cmd_start() {
     --add-opens java.base/java.lang=ALL-UNNAMED
     --add-opens java.base/java.util=ALL-UNNAMED
   )
-  # Fast start of a throw-away single node:
-  #  skip_wait_for_gossip_to_settle=0 / ring_delay_ms: no peers to wait for;
+  # Fast start of a throw-away node:
+  #  skip_wait_for_gossip_to_settle=0 / ring_delay_ms: no (or two local) peers to wait for;
   #  unsafesystem: no fsync of system tables; flush_local_schema_changes=false:
-  #  DDL does not flush the schema tables (CREATE KEYSPACE + 8 tables ~0.4 s);
+  #  DDL does not flush the schema tables (CREATE KEYSPACE + 8 tables ~0.4 s).
+  #  Not on a cluster node: it restarts on its data, and one killed (SIGKILL)
+  #  after DDL came back without the new tables in its schema (its peers'
+  #  requests then failed with UnknownTableException until the end);
   #  superuser_setup_delay_ms=0: the default-role set-up runs at once, not 10 s
-  #  later in the middle of the tests;
+  #  later in the middle of the tests (a cluster node waits 1 s instead: while
+  #  a peer is down the set-up fails and is retried after that delay, which
+  #  with 0 is a busy loop that logs its warning thousands of times a second);
   #  TieredStopAtLevel=1 (C1 JIT only): less JIT CPU on 2 cores, faster boot;
   #  -Xms256M: Cassandra mlockall()s its memory at boot (as root this succeeds),
   #  which faults in the whole committed heap: with -Xms1G that alone took ~5 s.
@@ -252,11 +279,12 @@ cmd_start() {
   local -a tune=(
     -Dcassandra.skip_wait_for_gossip_to_settle=0
     -Dcassandra.ring_delay_ms=1000
-    -Dcassandra.unsafesystem=true
-    -Dcassandra.test.flush_local_schema_changes=false
-    -Dcassandra.superuser_setup_delay_ms=0
+    -Dcassandra.superuser_setup_delay_ms="$SUPERUSER_SETUP_DELAY_MS"
     -XX:TieredStopAtLevel=1
   )
+  if (( UNSAFE_SYSTEM )); then
+    tune+=(-Dcassandra.unsafesystem=true -Dcassandra.test.flush_local_schema_changes=false)
+  fi
   log "starting Cassandra $VERSION on $HOST:$CQL_PORT (heap $HEAP, run dir $RUN_DIR, log $LOG)"
   # setsid: the node gets its own session, so it survives this script's exit
   # and does not get the terminal's signals (Ctrl-C of a test run).
@@ -276,7 +304,30 @@ cmd_start() {
     </dev/null >"$LOG" 2>&1 &
   pid=$!
   echo "$pid" >"$PID_FILE"
-  wait_for_cql "$pid"
+}
+
+cmd_start() {
+  local pid
+  if pid=$(our_pid); then
+    if cql_ping "$HOST" "$CQL_PORT"; then
+      log "Cassandra already runs and answers CQL on $HOST:$CQL_PORT (pid $pid, run dir $RUN_DIR)"
+      exit 0
+    fi
+    log "Cassandra (pid $pid) from an earlier start is still starting; waiting for it"
+    wait_for_cql "$pid"
+    exit 0
+  fi
+  check_ports_free KARTEI_CASSANDRA
+
+  check_java
+  fetch_jars
+
+  # Fresh run dir every start: a test node never keeps data between starts.
+  [[ -n $RUN_DIR && $RUN_DIR != / ]] || die "refusing to wipe run dir '$RUN_DIR'"
+  rm -rf "$RUN_DIR"
+  write_conf "$CONF_SRC/cassandra.yaml"
+  launch
+  wait_for_cql "$(<"$PID_FILE")"
 }
 
 # SIGTERM (Cassandra's shutdown hook drains: ~5 s), SIGKILL after 60 s.
@@ -311,14 +362,14 @@ cmd_stop() {
 cmd_status() {
   local pid
   if pid=$(our_pid); then
-    if cql_ping; then
+    if cql_ping "$HOST" "$CQL_PORT"; then
       echo "running: pid $pid, CQL answers on $HOST:$CQL_PORT, run dir $RUN_DIR"
       return 0
     fi
     echo "starting or unhealthy: pid $pid alive but CQL does not answer on $HOST:$CQL_PORT (log $LOG)"
     return 3
   fi
-  if port_open "$CQL_PORT"; then
+  if port_open "$HOST" "$CQL_PORT"; then
     echo "not ours: something else listens on $HOST:$CQL_PORT"
   else
     echo "stopped"
@@ -326,9 +377,242 @@ cmd_status() {
   return 3
 }
 
+# ---------------------------------------------------------------------------
+# The three-node cluster. Node N (1..3) listens on 127.0.0.N with the cluster's
+# ports and lives in $CLUSTER_DIR/nodeN; the functions above work on the node
+# that cluster_node selects (they read HOST, RUN_DIR, PID_FILE, LOG, ports, heap).
+# ---------------------------------------------------------------------------
+NODES=(1 2 3)
+# The ports and heap of a fresh `cluster start`, for every later command on
+# that cluster (a restarted node must rejoin on the ports its peers know).
+CLUSTER_ENV=$CLUSTER_DIR/cluster.env
+load_cluster_settings() {
+  if [[ -f $CLUSTER_ENV ]]; then
+    # shellcheck source=/dev/null
+    source "$CLUSTER_ENV"
+  fi
+}
+# Evenly spaced Murmur3 tokens, one per node.
+TOKENS=(-9223372036854775808 -3074457345618258603 3074457345618258602)
+
+cluster_node() {
+  [[ $1 =~ ^[123]$ ]] || die "node must be 1, 2 or 3, not '$1'"
+  HOST=127.0.0.$1
+  RUN_DIR=$CLUSTER_DIR/node$1
+  PID_FILE=$RUN_DIR/cassandra.pid
+  LOG=$RUN_DIR/logs/cassandra.log
+  CQL_PORT=$CLUSTER_PORT
+  STORAGE_PORT=$CLUSTER_STORAGE_PORT
+  HEAP=$CLUSTER_HEAP
+  SUPERUSER_SETUP_DELAY_MS=1000
+  UNSAFE_SYSTEM=0
+}
+
+# Lines in node N's log so far (0 without a log).
+log_lines() {
+  cluster_node "$1"
+  if [[ -f $LOG ]]; then wc -l <"$LOG"; else echo 0; fi
+}
+
+# Does node N's log, after its first $2 lines, say that node M is UP? (One
+# awk, no pipe: under pipefail, `tail | grep -q` fails when grep stops early.)
+saw_up() {
+  cluster_node "$1"
+  [[ -f $LOG ]] || return 1
+  awk -v from="$2" -v line="InetAddress /127.0.0.$3:$CLUSTER_STORAGE_PORT is now UP" \
+    'NR > from && index($0, line) { found = 1; exit } END { exit !found }' "$LOG"
+}
+
+# wait_for_peers N MARKS...: waits until node N and every other running node
+# see each other UP in gossip (a node answering CQL may not yet count its
+# peers as live replicas). MARKS are each node's log length before N started,
+# so that only what was logged since counts.
+wait_for_peers() {
+  local n=$1 start=$SECONDS j
+  local -a marks=("${@:2}")
+  for j in "${NODES[@]}"; do
+    [[ $j != "$n" ]] || continue
+    cluster_node "$j"
+    our_pid >/dev/null || continue
+    while ! { saw_up "$n" 0 "$j" && saw_up "$j" "${marks[j-1]}" "$n"; }; do
+      if (( SECONDS - start >= TIMEOUT )); then
+        cluster_node "$n"; dump_log
+        die "node $n and node $j do not see each other UP after ${TIMEOUT}s"
+      fi
+      sleep 0.2
+    done
+  done
+}
+
+# Waits until every running node other than N has marked N down: the last
+# change of N's state in its log is DOWN (or there is none: a node started
+# while N was down never counted it as live). After a SIGKILL that takes the
+# failure detector some seconds; until then the peers still count N as a
+# live replica (a logged batch, for one, then waits for N's batchlog write).
+wait_down() {
+  local n=$1 start=$SECONDS j last
+  for j in "${NODES[@]}"; do
+    [[ $j != "$n" ]] || continue
+    cluster_node "$j"
+    our_pid >/dev/null || continue
+    while :; do
+      last=$(grep -F "InetAddress /127.0.0.$n:$CLUSTER_STORAGE_PORT is now " "$LOG" | tail -n 1) || true
+      [[ -z $last || $last == *"is now DOWN" ]] && break
+      if (( SECONDS - start >= TIMEOUT )); then
+        die "node $j has not marked node $n down after ${TIMEOUT}s"
+      fi
+      sleep 0.2
+    done
+  done
+  log "node $n is marked down by every running peer"
+}
+
+# Starts node N on the data it has (a fresh cluster has wiped it before) and
+# waits until it answers CQL and it and its running peers see each other UP.
+start_node() {
+  local n=$1 pid j
+  local -a marks=()
+  for j in "${NODES[@]}"; do marks+=("$(log_lines "$j")"); done
+  cluster_node "$n"
+  if pid=$(our_pid); then
+    log "node $n already runs (pid $pid)"
+    wait_for_cql "$pid"
+    return 0
+  fi
+  check_ports_free KARTEI_CLUSTER
+  write_conf "$CONF_SRC/cluster.yaml" "${TOKENS[n-1]}"
+  launch
+  wait_for_cql "$(<"$PID_FILE")"
+  wait_for_peers "$n" "${marks[@]}"
+}
+
+# Stops every running node at once (SIGTERM, each drains in a few seconds).
+stop_all() {
+  local n pid
+  local -a waits=()
+  for n in "${NODES[@]}"; do
+    cluster_node "$n"
+    pid=$(our_pid) || { rm -f "$PID_FILE"; continue; }
+    log "stopping node $n (pid $pid)"
+    ( kill_node "$pid" ) &
+    waits+=($!)
+  done
+  local failed=0 w
+  for w in "${waits[@]}"; do wait "$w" || failed=1; done
+  return $failed
+}
+
+cmd_cluster_start() {
+  local n running=0 started=$SECONDS
+  for n in "${NODES[@]}"; do
+    cluster_node "$n"
+    if our_pid >/dev/null; then running=1; fi
+  done
+  check_java
+  fetch_jars
+  if (( running == 0 )); then
+    [[ -n $CLUSTER_DIR && $CLUSTER_DIR != / ]] || die "refusing to wipe cluster dir '$CLUSTER_DIR'"
+    for n in "${NODES[@]}"; do cluster_node "$n"; check_ports_free KARTEI_CLUSTER; done
+    rm -rf "$CLUSTER_DIR"
+    mkdir -p "$CLUSTER_DIR"
+    printf 'CLUSTER_PORT=%q\nCLUSTER_STORAGE_PORT=%q\nCLUSTER_HEAP=%q\n' \
+      "$CLUSTER_PORT" "$CLUSTER_STORAGE_PORT" "$CLUSTER_HEAP" >"$CLUSTER_ENV"
+    # A failed start leaves no half cluster behind.
+    trap 'log "cluster start failed, stopping its nodes"; stop_all || true' EXIT
+    # The seed first: the others need it to join. Then the other two at once
+    # (Cassandra refuses concurrent bootstraps, but these nodes do not bootstrap).
+    start_node 1
+    local -a marks=()
+    for n in "${NODES[@]}"; do marks+=("$(log_lines "$n")"); done
+    for n in 2 3; do
+      cluster_node "$n"
+      write_conf "$CONF_SRC/cluster.yaml" "${TOKENS[n-1]}"
+      launch
+    done
+    for n in 2 3; do
+      cluster_node "$n"
+      wait_for_cql "$(<"$PID_FILE")"
+    done
+    for n in 2 3; do wait_for_peers "$n" "${marks[@]}"; done
+    trap - EXIT
+  else
+    load_cluster_settings
+    for n in "${NODES[@]}"; do start_node "$n"; done
+  fi
+  log "cluster of three answers CQL on 127.0.0.{1,2,3}:$CLUSTER_PORT after $(( SECONDS - started ))s (run dir $CLUSTER_DIR)"
+}
+
+cmd_cluster_status() {
+  local n pid ok=0
+  for n in "${NODES[@]}"; do
+    cluster_node "$n"
+    if pid=$(our_pid); then
+      if cql_ping "$HOST" "$CQL_PORT"; then
+        echo "node $n: running, pid $pid, CQL answers on $HOST:$CQL_PORT"
+      else
+        echo "node $n: starting or unhealthy, pid $pid, CQL does not answer on $HOST:$CQL_PORT (log $LOG)"
+        ok=3
+      fi
+    else
+      echo "node $n: stopped"
+      ok=3
+    fi
+  done
+  return $ok
+}
+
+# SIGKILL: no drain, no shutdown message to the peers (a crashed machine).
+kill_node_hard() {
+  local n=$1 pid i
+  cluster_node "$n"
+  if ! pid=$(our_pid); then
+    log "node $n is not running"
+    rm -f "$PID_FILE"
+    return 0
+  fi
+  log "killing node $n (pid $pid, SIGKILL)"
+  kill -KILL "$pid" 2>/dev/null || true
+  for (( i = 0; i < 100; i++ )); do
+    alive "$pid" || { rm -f "$PID_FILE"; log "killed"; return 0; }
+    sleep 0.1
+  done
+  die "pid $pid did not exit after SIGKILL"
+}
+
+cmd_cluster() {
+  local what=${1:-} n=${2:-}
+  [[ $what == start ]] || load_cluster_settings
+  case $what in
+    start) cmd_cluster_start ;;
+    stop) stop_all ;;
+    status) cmd_cluster_status ;;
+    start-node|stop-node|kill-node|wait-down)
+      cluster_node "$n"
+      case $what in
+        start-node)
+          check_java
+          [[ -f $RUN_DIR/conf/cassandra.yaml ]] || die "node $n has no run dir $RUN_DIR (run 'cluster start' first)"
+          local started=$SECONDS
+          start_node "$n"
+          log "node $n is back after $(( SECONDS - started ))s"
+          ;;
+        stop-node)
+          local pid
+          if pid=$(our_pid); then log "stopping node $n (pid $pid)"; kill_node "$pid"
+          else log "node $n is not running"; rm -f "$PID_FILE"; fi
+          ;;
+        kill-node) kill_node_hard "$n" ;;
+        wait-down) wait_down "$n" ;;
+      esac
+      ;;
+    *) echo "usage: $0 cluster start|stop|status|start-node N|stop-node N|kill-node N|wait-down N" >&2; exit 2 ;;
+  esac
+}
+
 case ${1:-} in
   start) cmd_start ;;
   stop) cmd_stop ;;
   status) cmd_status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  cluster) cmd_cluster "${@:2}" ;;
+  *) echo "usage: $0 start|stop|status|cluster ..." >&2; exit 2 ;;
 esac

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test tier: lints, unit tests, and the integration suite against
 # BOTH engines (the embedded store and a throwaway Apache Cassandra node that
-# this script starts and stops), then the HTTP edge from outside (the
+# this script starts and stops), then the cluster tier (one server over a
+# throwaway three-node Cassandra cluster while nodes are killed and
+# restarted: tests/it/cluster.rs), then the HTTP edge from outside (the
 # graphql-http audit suite and GraphiQL in Debian's chromium, npm packages
 # pinned in tests/edge) and the public IIIF validator (PyPI) against test
 # servers. Needs: cargo (with rustfmt and clippy), Java 17, Maven, python3
@@ -9,6 +11,9 @@
 #
 #   scripts/test.sh            # everything
 #   KARTEI_TEST_CASSANDRA=host:port scripts/test.sh   # use a node you run yourself
+#   KARTEI_TEST_CLUSTER=off scripts/test.sh           # without the cluster tier (~3 min)
+#   KARTEI_TEST_CLUSTER=127.0.0.1:P,127.0.0.2:P,127.0.0.3:P scripts/test.sh
+#                      # a cluster of `scripts/cassandra.sh cluster start` that runs already
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +26,10 @@ cargo clippy --all-targets --locked -- -D warnings
 
 step "build the tests"
 cargo test --locked --no-run
+
+# The cluster tier kills nodes: it runs on its own, after the rest.
+cluster_nodes=${KARTEI_TEST_CLUSTER:-}
+unset KARTEI_TEST_CLUSTER
 
 own_node=0
 if [ -z "${KARTEI_TEST_CASSANDRA:-}" ]; then
@@ -40,6 +49,30 @@ if [ "$own_node" = 1 ]; then
   step "stop the Cassandra node"
   bash scripts/cassandra.sh stop
   trap - EXIT
+fi
+
+step "cluster tier: three Cassandra nodes, one and then two of them down, one server"
+if [ "$cluster_nodes" = off ]; then
+  echo "skipped (KARTEI_TEST_CLUSTER=off)"
+else
+  t0=$(date +%s)
+  own_cluster=0
+  if [ -z "$cluster_nodes" ]; then
+    own_cluster=1
+    # Ports apart from a single node on the default ones (a developer's own).
+    export KARTEI_CLUSTER_PORT=${KARTEI_CLUSTER_PORT:-9142}
+    export KARTEI_CLUSTER_STORAGE_PORT=${KARTEI_CLUSTER_STORAGE_PORT:-7100}
+    trap 'bash scripts/cassandra.sh cluster stop || true' EXIT
+    bash scripts/cassandra.sh cluster start
+    cluster_nodes=127.0.0.1:$KARTEI_CLUSTER_PORT,127.0.0.2:$KARTEI_CLUSTER_PORT,127.0.0.3:$KARTEI_CLUSTER_PORT
+  fi
+  KARTEI_TEST_CLUSTER=$cluster_nodes KARTEI_TEST_CASSANDRA=off \
+    cargo test --locked --test it cluster:: -- --test-threads 1 --nocapture
+  if [ "$own_cluster" = 1 ]; then
+    bash scripts/cassandra.sh cluster stop
+    trap - EXIT
+  fi
+  echo "cluster tier: $(( $(date +%s) - t0 )) s"
 fi
 
 step "HTTP edge: the graphql-http audit and GraphiQL in a real Chromium"

@@ -21,8 +21,8 @@ use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::CqlValue;
 
 use super::{
-    Bound, Cas, CasOutcome, Condition, Cursor, Heal, Mutation, Order, Page, Row, Slice, Store,
-    StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
+    Bound, Cas, CasOutcome, ColumnType, Condition, Cursor, Heal, Mutation, Order, Page, Row, Slice,
+    Store, StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
 };
 use crate::metrics;
 
@@ -36,6 +36,10 @@ pub struct CqlStore {
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
+
+/// A health check gives up after this long, whatever the cluster's own
+/// timeouts: `/healthz` answers 503 within it when a quorum is missing.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Statements per unlogged batch of a bulk write.
 const BULK_BATCH_STATEMENTS: usize = 32;
@@ -178,8 +182,12 @@ impl CqlStore {
     }
 
     async fn prepare(&self, cql: String) -> Result<PreparedStatement, StoreError> {
+        // A read whose connection breaks (its node died) is retried on the
+        // next replica; a write may have been applied already, so it is not.
+        let mut statement = Statement::new(cql);
+        statement.set_is_idempotent(statement.contents.starts_with("SELECT "));
         self.session
-            .add_prepared_statement(&Statement::new(cql))
+            .add_prepared_statement(&statement)
             .await
             .map_err(|e| {
                 tracing::error!(error = %e, "prepare failed");
@@ -751,11 +759,44 @@ impl Store for CqlStore {
         })
     }
 
+    /// Reads one partition of the first declared table at LOCAL_QUORUM, so
+    /// it answers only when a request of the application could (a system
+    /// table is local to the node and answers with every other replica down);
+    /// every keyspace has the same replication, so one table stands for all.
+    /// A single-partition read, as most of the application's are: a range
+    /// read has no speculative retry and waits for a replica that just died.
     async fn ping(&self) -> Result<(), StoreError> {
-        let stmt = self
-            .prepare("SELECT release_version FROM system.local".into())
-            .await?;
-        self.run(&stmt, vec![]).await.map(|_| ())
+        let table = crate::tables()[0];
+        let pk = table.partition_key.len();
+        let cql = format!(
+            "SELECT {} FROM {} WHERE {} LIMIT 1",
+            table.partition_key[0].name,
+            self.name(table),
+            key_where(table, pk)
+        );
+        let mut stmt = self.prepare(cql).await?;
+        stmt.set_request_timeout(Some(PING_TIMEOUT));
+        let key: Vec<_> = table
+            .partition_key
+            .iter()
+            .map(|c| Some(probe_value(c.ty)))
+            .collect();
+        self.run(&stmt, key).await.map(|_| ())
+    }
+}
+
+/// A value of a key column of type `ty` for the health check's read
+/// (whether a row has it does not matter).
+fn probe_value(ty: ColumnType) -> CqlValue {
+    match ty {
+        ColumnType::Text => CqlValue::Text("kartei-health-check".into()),
+        ColumnType::TextList => CqlValue::List(Vec::new()),
+        ColumnType::Int => CqlValue::Int(0),
+        ColumnType::BigInt => CqlValue::BigInt(0),
+        ColumnType::Double => CqlValue::Double(0.0),
+        ColumnType::Boolean => CqlValue::Boolean(false),
+        // Cassandra refuses an empty partition key.
+        ColumnType::Blob => CqlValue::Blob(vec![0]),
     }
 }
 

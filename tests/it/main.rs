@@ -6,6 +6,7 @@ mod support;
 mod assignments;
 mod binaries;
 mod cli;
+mod cluster;
 mod crawl;
 mod engine;
 mod faults;
