@@ -506,14 +506,25 @@ async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     assert_eq!(s.hits().get("/img/excluded.jpg"), Some(&1));
     let d = srv.data(DOMAIN, json!({"d": dom}), Some(&admin)).await;
     assert_eq!(d["crawlDomain"]["priority"], 7);
-    // The binary shows its crawl history.
-    let b = srv
-        .data(
-            "query($r: ID!) { binary(referenceId: $r) { crawls { firstSighting status mime } } }",
-            json!({"r": r}),
-            None,
-        )
-        .await;
+    // The binary shows its crawl history (the fetch is recorded just after
+    // the binary settles: wait for it).
+    let mut b = Value::Null;
+    for _ in 0..100 {
+        b = srv
+            .data(
+                "query($r: ID!) { binary(referenceId: $r) { crawls { firstSighting status mime } } }",
+                json!({"r": r}),
+                None,
+            )
+            .await;
+        if b["binary"]["crawls"]
+            .as_array()
+            .is_some_and(|c| c.len() >= 2)
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(
         b["binary"]["crawls"],
         json!([
