@@ -88,34 +88,38 @@ pub fn rank(query: &str, labels: &[String]) -> Option<u8> {
 
 /// Strips a label prefix such as `vocnet:hasAsLabel"München"` (seed 000: prefixes
 /// are not part of the label) and surrounding white space, until none is left,
-/// so that a label written back is written unchanged.
+/// so that a label written back is written unchanged. Each round removes a
+/// prefix and its quotes and scans only what it removes, so a label of any
+/// length is stripped in linear time and no nesting depth is left over.
 pub fn strip_label(raw: &str) -> String {
-    let mut label = strip_once(raw);
-    // Each round removes at least two characters; the bound only caps the work.
-    for _ in 0..16 {
-        let next = strip_once(&label);
-        if next == label {
-            break;
-        }
-        label = next;
+    let mut label = raw.trim();
+    while let Some(inner) = quoted_after_prefix(label) {
+        label = inner;
     }
-    label
+    label.to_owned()
 }
 
-fn strip_once(raw: &str) -> String {
-    let t = raw.trim();
-    if let Some(q) = t.find('"') {
-        let (head, rest) = t.split_at(q);
-        let is_prefix = !head.is_empty()
-            && head.contains(':')
-            && head
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == ':' || c == '_' || c == '-');
-        if is_prefix && rest.len() >= 2 && rest.ends_with('"') {
-            return rest[1..rest.len() - 1].trim().to_owned();
-        }
-    }
-    t.to_owned()
+/// The text inside `prefix"…"`, trimmed, when `t` is written that way.
+fn quoted_after_prefix(t: &str) -> Option<&str> {
+    let (head, rest) = t.split_at(t.find('"')?);
+    let inner = rest.strip_prefix('"')?.strip_suffix('"')?;
+    is_prefix(head).then(|| inner.trim())
+}
+
+/// `vocabulary:property` (`vocnet:hasAsLabel`, `skosxl:prefLabel`): a name on
+/// each side of one colon, the first starting with a letter. Anything else
+/// before a quote, `:` or `Teil:` alone included, is part of the label.
+fn is_prefix(head: &str) -> bool {
+    let name = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    };
+    head.split_once(':').is_some_and(|(vocabulary, property)| {
+        vocabulary.starts_with(|c: char| c.is_ascii_alphabetic())
+            && name(vocabulary)
+            && name(property)
+    })
 }
 
 #[cfg(test)]

@@ -19,6 +19,37 @@ fn strips_label_prefixes_only() {
     assert_eq!(strip_label(" Köln "), "Köln");
 }
 
+/// Found by `a_prefixed_label_strips_to_its_quoted_text` (prefix `a:a`, label
+/// `:""`): a lone colon was taken for a prefix, so the label inside was
+/// stripped again, to nothing.
+#[test]
+fn a_colon_before_a_quote_is_not_a_prefix() {
+    assert_eq!(strip_label("a:a\":\"\"\""), ":\"\"");
+    assert_eq!(strip_label(":\"\""), ":\"\"");
+    assert_eq!(strip_label(":\"Zitat\""), ":\"Zitat\"");
+    assert_eq!(strip_label("Teil:\"Zitat\""), "Teil:\"Zitat\"");
+    assert_eq!(strip_label("1:2\"Zitat\""), "1:2\"Zitat\"");
+    assert_eq!(strip_label("a:b:c\"Zitat\""), "a:b:c\"Zitat\"");
+}
+
+/// Stripping stopped after 17 rounds, so a label nested deeper than that
+/// changed again when it was written back.
+#[test]
+fn nested_prefixes_of_any_depth_are_all_stripped() {
+    let depth = 100_000;
+    let raw = format!(
+        "{}München{}",
+        "vocnet:hasAsLabel\" ".repeat(depth),
+        "\"".repeat(depth)
+    );
+    assert_eq!(strip_label(&raw), "München");
+    let mut raw = "x".to_owned();
+    for _ in 0..20 {
+        raw = format!("a:b\"{raw}\"");
+    }
+    assert_eq!(strip_label(&raw), "x");
+}
+
 #[test]
 fn suffixes_are_ranked_by_where_they_start() {
     let e = entries("hofbrauhaus munchen");
@@ -242,14 +273,91 @@ proptest! {
         prop_assert_eq!(l.trim(), l.as_str());
     }
 
+    /// The quoted text is itself a label: stripped as one (a label that is
+    /// itself prefixed loses that prefix too), kept whole when it holds no quote.
     #[test]
     fn a_prefixed_label_strips_to_its_quoted_text(
-        prefix in "[a-z]{1,8}:[a-zA-Z_-]{1,12}",
-        label in any::<String>(),
+        prefix in "[a-zA-Z][a-zA-Z0-9_-]{0,7}:[a-zA-Z0-9_-]{1,12}",
+        label in prop_oneof![any::<String>(), label_text()],
         pad in "[ \t]{0,2}",
     ) {
         let raw = format!("{pad}{prefix}\"{label}\"{pad}");
+        prop_assert_eq!(strip_label(&raw), strip_label(&label));
+        if !label.contains('"') {
+            prop_assert_eq!(strip_label(&raw), label.trim());
+        }
+    }
+
+    /// Only `vocabulary:property` is a prefix: a quote after anything else
+    /// (nothing, a lone colon, a name without its other half, spaces, other
+    /// characters) is part of the label.
+    #[test]
+    fn quotes_after_something_that_is_not_a_prefix_are_kept(
+        head in prop_oneof![
+            Just(String::new()),
+            ":[a-zA-Z0-9_-]{0,6}".prop_map(String::from),
+            "[a-zA-Z][a-zA-Z0-9_-]{0,6}:".prop_map(String::from),
+            "[0-9_-][a-zA-Z0-9_-]{0,4}:[a-z]{1,4}".prop_map(String::from),
+            "[a-z]{1,4}:[a-z]{1,4}:[a-z]{0,4}".prop_map(String::from),
+            "[a-z]{1,4}[ .äé/][a-z]{0,3}:[a-z]{1,4}".prop_map(String::from),
+            "[a-z]{1,4}:[a-z]{0,3}[ .äé/][a-z]{0,3}".prop_map(String::from),
+            "[^\":]{1,8}".prop_map(String::from),
+        ],
+        label in prop_oneof![any::<String>(), label_text()],
+    ) {
+        prop_assume!(!head.starts_with(char::is_whitespace));
+        let raw = format!("{head}\"{label}\"");
+        prop_assert_eq!(strip_label(&raw), raw.trim());
+    }
+
+    #[test]
+    fn labels_of_any_nesting_depth_strip_to_the_innermost_text(
+        prefixes in prop::collection::vec("[a-z]{1,6}:[a-zA-Z]{1,8}", 0..40),
+        label in "[^\"]{0,12}",
+        pad in "[ \t]{0,2}",
+    ) {
+        let mut raw = label.clone();
+        for p in &prefixes {
+            raw = format!("{pad}{p}\"{raw}\"{pad}");
+        }
         prop_assert_eq!(strip_label(&raw), label.trim());
+    }
+
+    #[test]
+    fn index_entries_of_any_text_stay_within_their_bounds(s in any_text()) {
+        let n = normalize(&s);
+        let e = entries(&n);
+        prop_assert!(e.len() <= MAX_STARTS);
+        for (bucket_of, kind, suffix) in &e {
+            prop_assert!(n.contains(suffix.as_str()), "{suffix:?} in {n:?}");
+            let chars = suffix.chars().count();
+            prop_assert!((2..=SEARCH_CHARS).contains(&chars), "{suffix:?}");
+            prop_assert!(!suffix.starts_with(' '));
+            prop_assert_eq!(bucket_of, &bucket(suffix));
+            prop_assert!([KIND_LABEL_START, KIND_WORD_START, KIND_INFIX].contains(kind));
+        }
+    }
+
+    /// Every suffix of a label is found by its rank, never ranked worse than infix.
+    #[test]
+    fn every_indexed_suffix_ranks_its_label(s in any_text(), other in any_text()) {
+        let labels = vec![other, s.clone()];
+        for (_, kind, suffix) in entries(&normalize(&s)) {
+            let r = rank(&suffix, &labels);
+            prop_assert!(r.is_some_and(|r| r <= 3), "{suffix:?} {r:?}");
+            if kind == KIND_LABEL_START {
+                prop_assert!(r.is_some_and(|r| r <= 1), "{suffix:?} {r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn any_query_ranks_without_panicking(q in any_text(), labels in prop::collection::vec(any_text(), 0..4)) {
+        let q = normalize(&q);
+        if let Some(r) = rank(&q, &labels) {
+            prop_assert!(r <= 3);
+            prop_assert!(labels.iter().any(|l| normalize(l).contains(q.as_str())));
+        }
     }
 
     #[test]
