@@ -248,6 +248,10 @@ fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64, u64)>, ()>
         return Ok(None);
     }
     let (a, b) = spec.split_once('-').ok_or(())?;
+    // No range of an empty body can be satisfied (and `size - 1` would underflow).
+    if size == 0 {
+        return Err(());
+    }
     let (start, end) = match (a.trim(), b.trim()) {
         ("", suffix) => {
             let n: u64 = suffix.parse().map_err(|_| ())?;
@@ -263,7 +267,7 @@ fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64, u64)>, ()>
             (s, e.min(size.saturating_sub(1)))
         }
     };
-    if size == 0 || start >= size || start > end {
+    if start >= size || start > end {
         return Err(());
     }
     Ok(Some((start, end)))
@@ -585,4 +589,65 @@ fn iiif_error(e: super::iiif::IiifError) -> Response {
     let mut r = RestError::from(error).into_response();
     *r.status_mut() = status;
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn range(value: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::RANGE, HeaderValue::from_str(value).unwrap());
+        parse_range(&headers, size)
+    }
+
+    /// Found by `any_range_header_is_inside_the_body_or_refused`: a suffix
+    /// range of an empty body computed `0 - 1`.
+    #[test]
+    fn a_suffix_range_of_an_empty_body_is_unsatisfiable() {
+        assert_eq!(range("bytes=-5", 0), Err(()));
+        assert_eq!(range("bytes=0-", 0), Err(()));
+        assert_eq!(range("bytes=0-0", 0), Err(()));
+        assert_eq!(range("bytes=-5", 3), Ok(Some((0, 2))));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Any `Range` value on any body: a range inside it, no range
+        /// (the whole body), or unsatisfiable (416), never a panic.
+        #[test]
+        fn any_range_header_is_inside_the_body_or_refused(
+            value in prop_oneof![
+                "[ -~]{0,30}",
+                "bytes=[0-9]{0,22}-[0-9]{0,22}",
+                " ?bytes= ?[0-9]{0,4} ?- ?[0-9]{0,4}(,[0-9]{0,3}-[0-9]{0,3})?",
+            ],
+            size in prop_oneof![Just(0u64), 0u64..100, any::<u64>()],
+        ) {
+            if let Ok(Some((start, end))) = range(&value, size) {
+                prop_assert!(start <= end && end < size, "{value} of {size}: {start}-{end}");
+            }
+        }
+
+        #[test]
+        fn a_range_inside_the_body_is_read_as_written(
+            size in 1u64..1_000_000, a in any::<prop::sample::Index>(), len in 0u64..2_000_000,
+        ) {
+            let start = a.index(size as usize) as u64;
+            let end = start.saturating_add(len);
+            prop_assert_eq!(
+                range(&format!("bytes={start}-{end}"), size),
+                Ok(Some((start, end.min(size - 1))))
+            );
+            prop_assert_eq!(range(&format!("bytes={start}-"), size), Ok(Some((start, size - 1))));
+            let suffix = len.max(1);
+            prop_assert_eq!(
+                range(&format!("bytes=-{suffix}"), size),
+                Ok(Some((size.saturating_sub(suffix), size - 1)))
+            );
+        }
+    }
 }
