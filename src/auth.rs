@@ -237,7 +237,8 @@ impl Auth {
         let claims = Claims {
             sub: sub.to_owned(),
             roles: roles.to_vec(),
-            exp: now + valid_secs,
+            // "Valid for ever" ends at the last second a u64 holds, not in 1970.
+            exp: now.saturating_add(valid_secs),
             iat: now,
         };
         Ok(jsonwebtoken::encode(
@@ -247,3 +248,6 @@ impl Auth {
         )?)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -465,6 +465,9 @@ pub struct RepairArgs {
     pub store: StoreArgs,
 }
 
+/// The longest a minted token may be valid: 100 years.
+pub const MAX_VALID_HOURS: u64 = 100 * 366 * 24;
+
 #[derive(Args, Debug, Clone)]
 pub struct TokenArgs {
     /// The subject: recorded as creator on writes.
@@ -473,8 +476,8 @@ pub struct TokenArgs {
     /// Roles, comma-separated: contributor, archive, machine, editor, admin.
     #[arg(long, value_delimiter = ',', required = true)]
     pub roles: Vec<String>,
-    /// How long the token is valid.
-    #[arg(long, default_value_t = 24)]
+    /// How long the token is valid (at most 100 years, so the seconds never overflow).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(..=MAX_VALID_HOURS))]
     pub valid_hours: u64,
     #[command(flatten)]
     pub auth: AuthArgs,
@@ -492,5 +495,41 @@ impl From<&StoreArgs> for StoreConfig {
             env: a.env.clone(),
             replication: a.replication.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn token(hours: &str) -> Result<TokenArgs, clap::Error> {
+        let argv = [
+            "kartei",
+            "token",
+            "--sub",
+            "ed",
+            "--roles",
+            "editor",
+            "--valid-hours",
+            hours,
+        ];
+        match Cli::try_parse_from(argv)?.command {
+            Some(Command::Token(t)) => Ok(t),
+            other => panic!("not the token command: {other:?}"),
+        }
+    }
+
+    /// `--valid-hours 5124095576030432` made `valid_hours * 3600` overflow
+    /// (a panic in a debug build, a token expired in 1970 in a release build).
+    #[test]
+    fn token_validity_is_bounded_before_it_is_multiplied() {
+        assert_eq!(token("24").unwrap().valid_hours, 24);
+        assert_eq!(token("876000").unwrap().valid_hours, 876_000);
+        for hours in ["878401", "5124095576030432", "99999999999999999999", "-1"] {
+            assert!(token(hours).is_err(), "{hours}");
+        }
+        assert!(MAX_VALID_HOURS.checked_mul(3600).is_some());
     }
 }
