@@ -149,6 +149,23 @@ mod tests {
         assert_eq!(parse_time(&clock.precise()), Some(clock.now()));
     }
 
+    proptest::proptest! {
+        /// `first` comes from the client as any GraphQL Int.
+        #[test]
+        fn any_first_is_a_page_size_or_bad_input(first in proptest::option::of(proptest::prelude::any::<i32>())) {
+            match page_size(first) {
+                Ok(n) => proptest::prop_assert!(
+                    (1..=MAX_FIRST as usize).contains(&n)
+                        && first.is_none_or(|f| f as usize == n)
+                ),
+                Err(e) => {
+                    proptest::prop_assert!(first.is_some_and(|f| !(1..=MAX_FIRST).contains(&f)));
+                    proptest::prop_assert_eq!(e.code(), "BAD_USER_INPUT");
+                }
+            }
+        }
+    }
+
     #[test]
     fn page_sizes_are_one_to_a_hundred() {
         assert_eq!(page_size(None).unwrap(), 20);

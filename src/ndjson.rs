@@ -194,4 +194,174 @@ mod tests {
         assert_eq!(got[0].bytes, MAX_LINE + 11);
         assert_eq!(got[1].text, Ok("ok".into()));
     }
+
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// Input bytes: mostly text with newlines, carriage returns and bytes
+    /// that are not UTF-8 (a lone continuation byte, a cut-off sequence).
+    fn input() -> impl Strategy<Value = Vec<u8>> {
+        let piece = prop_oneof![
+            4 => "[a-z{}\":, ]{0,12}".prop_map(String::into_bytes),
+            2 => Just(b"\n".to_vec()),
+            1 => Just(b"\r\n".to_vec()),
+            1 => Just(b"\r".to_vec()),
+            1 => any::<String>().prop_map(String::into_bytes),
+            1 => prop::sample::select(vec![vec![0xff], vec![0x80], vec![0xe2, 0x82], vec![0xc3]]),
+            1 => prop::collection::vec(any::<u8>(), 0..8),
+        ];
+        prop::collection::vec(piece, 0..24).prop_map(|p| p.concat())
+    }
+
+    /// A reader that hands out its bytes `step` at a time, then fails (or ends).
+    struct Trickle {
+        bytes: Vec<u8>,
+        at: usize,
+        step: usize,
+        fail_at: Option<usize>,
+    }
+
+    impl io::Read for Trickle {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let end = self
+                .fail_at
+                .unwrap_or(self.bytes.len())
+                .min(self.bytes.len());
+            if self.at >= end && self.fail_at.is_some() {
+                return Err(io::Error::other("the disk went away"));
+            }
+            let n = self.step.min(buf.len()).min(end - self.at);
+            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
+    }
+
+    fn trickle(bytes: &[u8], step: usize, fail_at: Option<usize>) -> io::BufReader<Trickle> {
+        io::BufReader::with_capacity(
+            step,
+            Trickle {
+                bytes: bytes.to_vec(),
+                at: 0,
+                step,
+                fail_at,
+            },
+        )
+    }
+
+    /// What each line should be: split at `\n`, one `\r` before it dropped.
+    fn expected(input: &[u8]) -> Vec<(usize, Option<String>)> {
+        let mut segments: Vec<&[u8]> = input.split(|b| *b == b'\n').collect();
+        if segments.last().is_some_and(|s| s.is_empty()) {
+            segments.pop();
+        }
+        segments
+            .into_iter()
+            .map(|s| {
+                let text = s.strip_suffix(b"\r").unwrap_or(s);
+                (s.len(), String::from_utf8(text.to_vec()).ok())
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any bytes: one line per newline (and one for an unterminated
+        /// rest), numbered from 1, text exactly when it is UTF-8, and every
+        /// byte counted once, however the reader hands them out.
+        #[test]
+        fn any_bytes_split_into_numbered_lines(bytes in input(), step in 1usize..40) {
+            let got: Vec<Line> = lines(trickle(&bytes, step, None)).map(|l| l.unwrap()).collect();
+            let want = expected(&bytes);
+            prop_assert_eq!(got.len(), want.len());
+            let newlines = bytes.iter().filter(|b| **b == b'\n').count();
+            prop_assert_eq!(got.iter().map(|l| l.bytes).sum::<usize>(), bytes.len());
+            prop_assert_eq!(got.len(), newlines + usize::from(!bytes.is_empty() && !bytes.ends_with(b"\n")));
+            for (i, (line, (len, text))) in got.iter().zip(want).enumerate() {
+                prop_assert_eq!(line.number, i + 1);
+                prop_assert_eq!(line.bytes, len + usize::from(i < newlines));
+                match (&line.text, text) {
+                    (Ok(t), Some(w)) => prop_assert_eq!(t, &w),
+                    (Err(reason), None) => prop_assert!(reason.contains("UTF-8"), "{reason}"),
+                    (got, want) => prop_assert!(false, "line {}: {got:?}, expected {want:?}", i + 1),
+                }
+            }
+        }
+
+        #[test]
+        fn lines_of_text_read_back_as_written(
+            texts in prop::collection::vec("[^\n\r]{0,20}", 0..12),
+            crlf in any::<bool>(),
+            last_newline in any::<bool>(),
+        ) {
+            let sep = if crlf { "\r\n" } else { "\n" };
+            let mut input = texts.join(sep);
+            if last_newline && !texts.is_empty() {
+                input.push_str(sep);
+            }
+            let got: Vec<String> = lines(input.as_bytes())
+                .map(|l| l.unwrap().text.unwrap())
+                .collect();
+            // An empty last text without its newline leaves nothing to read.
+            let mut want = texts;
+            if !last_newline && want.last().is_some_and(String::is_empty) {
+                want.pop();
+            }
+            prop_assert_eq!(got, want);
+        }
+
+        /// A failing read ends the lines, reported once; every line read
+        /// before it is intact.
+        #[test]
+        fn a_failing_read_ends_the_lines_after_what_was_read(
+            bytes in input(), step in 1usize..40, cut in any::<prop::sample::Index>(),
+        ) {
+            let fail_at = cut.index(bytes.len() + 1);
+            let mut error = None;
+            let got: Vec<Line> = lines_until_error(trickle(&bytes, step, Some(fail_at)), &mut error).collect();
+            prop_assert!(error.is_some());
+            let read = got.iter().map(|l| l.bytes).sum::<usize>();
+            prop_assert!(read <= fail_at);
+            // Complete lines before the failure are as they would be without it.
+            let whole: Vec<Line> = lines(&bytes[..]).map(|l| l.unwrap()).collect();
+            for (g, w) in got.iter().zip(&whole) {
+                prop_assert_eq!(g, w);
+            }
+        }
+
+        /// Every non-blank line ends up parsed or reported exactly once, in
+        /// order, in chunks of at most `size`.
+        #[test]
+        fn chunks_hold_every_non_blank_line_once(bytes in input(), size in 1usize..6) {
+            let progress = crate::progress::Progress::start(bytes.len());
+            let parse = |t: &str| {
+                serde_json::from_str::<serde_json::Value>(t).map_err(|e| e.to_string())
+            };
+            let mut seen = Vec::new();
+            let read = lines(&bytes[..]).map(|l| l.unwrap());
+            for (good, bad) in chunks(read, &progress, size, parse) {
+                prop_assert!(!good.is_empty() || !bad.is_empty());
+                prop_assert!(good.len() + bad.len() <= size);
+                let mut numbers: Vec<usize> =
+                    good.iter().map(|(n, _)| *n).chain(bad.iter().map(|(n, _)| *n)).collect();
+                numbers.sort_unstable();
+                seen.extend(numbers);
+            }
+            progress.finish();
+            let want: Vec<usize> = lines(&bytes[..])
+                .map(|l| l.unwrap())
+                .filter(|l| l.text.as_ref().map_or(true, |t| !t.trim().is_empty()))
+                .map(|l| l.number)
+                .collect();
+            prop_assert_eq!(seen, want);
+        }
+    }
 }

@@ -28,6 +28,19 @@ struct Line {
     confidence: Option<f64>,
 }
 
+/// One line as a suggestion, or why not (the rules of `suggestAssignment`
+/// are checked when it is imported).
+pub fn parse(line: &str) -> Result<SuggestInput, String> {
+    let l: Line = serde_json::from_str(line).map_err(|e| format!("invalid record: {e}"))?;
+    Ok(SuggestInput {
+        portal_id: l.portal_id,
+        ddb_id: l.ddb_id,
+        keyword_id: l.keyword_id,
+        child_category_id: l.child_category_id,
+        confidence: l.confidence,
+    })
+}
+
 #[derive(Debug, Default)]
 pub struct ImportReport {
     pub created: usize,
@@ -77,16 +90,7 @@ pub async fn import(
     let mut read_error = None;
     let lines = crate::ndjson::lines_until_error(input, &mut read_error);
     // Parsed in this task, in chunks: (line number, input) or (line number, reason).
-    let chunks = crate::ndjson::chunks(lines, &progress, CHUNK, |t| {
-        let l: Line = serde_json::from_str(t).map_err(|e| format!("invalid record: {e}"))?;
-        Ok(SuggestInput {
-            portal_id: l.portal_id,
-            ddb_id: l.ddb_id,
-            keyword_id: l.keyword_id,
-            child_category_id: l.child_category_id,
-            confidence: l.confidence,
-        })
-    });
+    let chunks = crate::ndjson::chunks(lines, &progress, CHUNK, parse);
     let vocabulary = VocabularyCache::default();
     let (who, vocabulary) = (&who, &vocabulary);
     let mut results = futures::stream::iter(chunks)
@@ -126,4 +130,81 @@ pub async fn import(
     report.errors.sort();
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    const FIELDS: [&str; 5] = [
+        "portalId",
+        "ddbId",
+        "keywordId",
+        "childCategoryId",
+        "confidence",
+    ];
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn any_line_is_a_suggestion_or_an_invalid_record(l in prop_oneof![
+            any::<String>(),
+            "[{}\\[\\]\":, a-zA-Z0-9.]{0,40}",
+            (prop::collection::vec((prop::sample::select(FIELDS.to_vec()), ".{0,6}"), 0..6))
+                .prop_map(|f| json!(f.into_iter().collect::<std::collections::HashMap<_, _>>()).to_string()),
+        ]) {
+            if let Err(reason) = parse(&l) {
+                prop_assert!(reason.starts_with("invalid record: "), "{reason}");
+            }
+        }
+
+        #[test]
+        fn a_suggestion_reads_back_as_written(
+            ids in prop::collection::vec(".{0,12}", 4),
+            confidence in prop::option::of(prop_oneof![0.0f64..=1.0, any::<f64>().prop_filter("finite", |c| c.is_finite())]),
+        ) {
+            let l = json!({
+                "portalId": ids[0], "ddbId": ids[1], "keywordId": ids[2],
+                "childCategoryId": ids[3], "confidence": confidence,
+            })
+            .to_string();
+            let s = parse(&l).unwrap();
+            prop_assert_eq!(
+                [s.portal_id, s.ddb_id, s.keyword_id, s.child_category_id].to_vec(),
+                ids
+            );
+            prop_assert_eq!(s.confidence, confidence);
+        }
+
+        /// A line missing a field, with one more, or with a number no f64
+        /// holds is refused whole.
+        #[test]
+        fn a_line_of_the_wrong_shape_is_refused(
+            drop in 0usize..4,
+            extra in "[a-z]{1,8}",
+            huge in "[1-9][0-9]{0,3}e[4-9][0-9]{2}",
+        ) {
+            let mut doc = json!({"portalId": "p", "ddbId": "d", "keywordId": "k", "childCategoryId": "c"});
+            doc.as_object_mut().unwrap().remove(FIELDS[drop]);
+            prop_assert!(parse(&doc.to_string()).unwrap_err().contains("missing field"));
+            let mut doc = json!({"portalId": "p", "ddbId": "d", "keywordId": "k", "childCategoryId": "c"});
+            prop_assume!(!FIELDS.contains(&extra.as_str()));
+            doc.as_object_mut().unwrap().insert(extra, json!(1));
+            prop_assert!(parse(&doc.to_string()).unwrap_err().contains("unknown field"));
+            let over = format!(r#"{{"portalId":"p","ddbId":"d","keywordId":"k","childCategoryId":"c","confidence":{huge}}}"#);
+            prop_assert!(parse(&over).is_err(), "{over}");
+        }
+    }
 }

@@ -18,7 +18,7 @@ use tokio::io::AsyncWriteExt;
 use crate::auth::Principal;
 use crate::error::ApiError;
 
-/// Files one request may carry.
+/// Files one request may carry, and paths in its `map`.
 pub const MAX_FILES: usize = 4;
 
 pub struct MultipartLimits {
@@ -109,9 +109,11 @@ pub async fn read(
             "files are accepted only with a bearer token".into(),
         ));
     }
-    if map.len() > MAX_FILES {
+    // Each path of a file holds a descriptor of its spool file: count the
+    // paths, not only the files, or one file could name thousands.
+    if map.len() > MAX_FILES || map.values().map(Vec::len).sum::<usize>() > MAX_FILES {
         return Err(ApiError::PayloadTooLarge(format!(
-            "at most {MAX_FILES} files per request"
+            "at most {MAX_FILES} files (and paths in `map`) per request"
         )));
     }
     let uploads = upload_variables(&mut request)?;
@@ -202,3 +204,6 @@ fn upload_variables(request: &mut Request) -> Result<Vec<String>, ApiError> {
         .map(|v| v.node.name.node.to_string())
         .collect())
 }
+
+#[cfg(test)]
+mod tests;

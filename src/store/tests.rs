@@ -283,3 +283,130 @@ static DOUBLE_KEYED: Table = Table {
     clustering: &[(col("d", ColumnType::Double), Order::Asc)],
     columns: &[],
 };
+
+fn refused<T>(r: Result<T, StoreError>) -> bool {
+    matches!(r, Err(StoreError::BadCursor))
+}
+
+/// Any value a key may hold (doubles finite: no table keys on one, and JSON
+/// has no NaN).
+fn any_value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<String>().prop_map(Value::Text),
+        any::<i32>().prop_map(Value::Int),
+        any::<i64>().prop_map(Value::BigInt),
+        (prop::num::f64::NORMAL | prop::num::f64::ZERO | prop::num::f64::SUBNORMAL)
+            .prop_map(Value::Double),
+        any::<bool>().prop_map(Value::Boolean),
+        prop::collection::vec(any::<u8>(), 0..40).prop_map(Value::Blob),
+        prop::collection::vec(any::<String>(), 0..3).prop_map(Value::TextList),
+    ]
+}
+
+/// Both kinds of cursor.
+fn any_cursor() -> impl Strategy<Value = Cursor> {
+    prop_oneof![
+        (any::<u64>(), prop::collection::vec(any_value(), 0..6))
+            .prop_map(|(q, k)| Cursor::after(q, k)),
+        (any::<u64>(), prop::collection::vec(any::<u8>(), 0..200))
+            .prop_map(|(q, s)| Cursor::paging(q, &s)),
+    ]
+}
+
+/// Text a client may send as `after`: cursors, near-cursors, anything.
+fn cursor_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "1\\.[A-Za-z0-9_-]{0,200}",
+        "[0-9]?\\.?[A-Za-z0-9_=+/.-]{0,80}",
+        any_cursor().prop_map(|c| c.encode()),
+        prop::collection::vec(any::<u8>(), 0..200).prop_map(|b| format!("1.{}", b64(&b))),
+        ".{0,40}".prop_map(|doc| format!("1.{}", b64(doc.as_bytes()))),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn any_cursor_reads_back_as_itself(c in any_cursor()) {
+        let text = c.encode();
+        prop_assert!(text.len() <= 4096 || Cursor::decode(&text).is_err());
+        if text.len() <= 4096 {
+            prop_assert_eq!(Cursor::decode(&text).ok(), Some(c));
+        }
+    }
+
+    #[test]
+    fn a_paging_state_comes_back_only_to_its_query(
+        q in any::<u64>(), other in any::<u64>(), state in prop::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let c = Cursor::decode(&Cursor::paging(q, &state).encode()).unwrap();
+        prop_assert_eq!(c.paging_state(q).ok(), Some(state));
+        prop_assume!(other != q);
+        prop_assert!(refused(c.paging_state(other)));
+        // A paging state is never a key, and a key never a paging state.
+        prop_assert!(refused(c.key(&CURSORED, q, PK, CK)));
+        let after = Cursor::after(q, vec![Value::Int(1)]);
+        prop_assert!(refused(after.paging_state(q)));
+    }
+
+    /// Whatever the text, decoding answers (no panic); what it accepts is in
+    /// its one canonical spelling again once encoded.
+    #[test]
+    fn any_text_decodes_to_a_cursor_or_bad_cursor(text in cursor_text()) {
+        match Cursor::decode(&text) {
+            Ok(c) => prop_assert_eq!(Cursor::decode(&c.encode()).ok(), Some(c)),
+            Err(e) => prop_assert!(matches!(e, StoreError::BadCursor), "{e:?}"),
+        }
+    }
+
+    #[test]
+    fn overlong_text_is_refused_before_it_is_read(c in any_cursor(), pad in 1usize..64) {
+        let mut text = c.encode();
+        let room = 4096usize.saturating_sub(text.len()) + pad;
+        // Base64 of JSON with trailing spaces: still a cursor document, only too long.
+        let doc = format!("{}{}", String::from_utf8(
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&text[2..]).unwrap()
+        ).unwrap(), " ".repeat(room));
+        text = format!("1.{}", b64(doc.as_bytes()));
+        prop_assert!(text.len() > 4096);
+        prop_assert!(refused(Cursor::decode(&text)));
+    }
+
+    /// Query fingerprints and ints past their type's range are refused, not wrapped.
+    #[test]
+    fn numbers_past_their_type_are_refused(
+        digits in prop_oneof![
+            Just("99999999999999999999".to_owned()),
+            Just("18446744073709551616".to_owned()),
+            "[1-9][0-9]{20,60}",
+            "-[1-9][0-9]{0,20}",
+        ],
+    ) {
+        let q_doc = format!(r#"{{"a":{{"q":{digits},"k":[]}}}}"#);
+        let q_text = format!("1.{}", b64(q_doc.as_bytes()));
+        prop_assert!(refused(Cursor::decode(&q_text)), "{q_text}");
+        // An Int key value past i32 (or any key past i64) is no key of this table.
+        let k_doc = format!(r#"{{"a":{{"q":1,"k":[{{"Int":{digits}}}]}}}}"#);
+        let text = format!("1.{}", b64(k_doc.as_bytes()));
+        let int_keyed = decode_cursor(&CURSORED, 1, &text, PK + 1, 1);
+        if digits.parse::<i32>().is_err() {
+            prop_assert!(refused(int_keyed));
+        }
+    }
+}
+
+/// JSON nested past serde's recursion limit is refused (no stack overflow).
+#[test]
+fn a_deeply_nested_cursor_document_is_refused() {
+    for depth in [100, 129, 1_000, 3_000] {
+        let doc = format!(
+            r#"{{"a":{{"q":1,"k":{}{}}}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let text = format!("1.{}", b64(doc.as_bytes()));
+        assert!(refused(Cursor::decode(&text)), "{depth}");
+    }
+}

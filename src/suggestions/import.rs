@@ -373,4 +373,127 @@ mod tests {
             .unwrap();
         assert_eq!(plain, "plain\n");
     }
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// JSON objects of the three kinds with fields present, missing or wrong,
+    /// and anything at all.
+    fn line() -> impl Strategy<Value = String> {
+        let value = prop_oneof![
+            Just(json!(null)),
+            ".{0,8}".prop_map(|s| json!(s)),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            prop::collection::vec(".{0,4}", 0..3).prop_map(|v| json!(v)),
+            Just(json!(true)),
+        ];
+        let field = prop::sample::select(vec![
+            "row",
+            "page_id",
+            "image",
+            "origin_wiki",
+            "confidence",
+            "found_on",
+            "kind",
+            "page_rev",
+            "section_heading",
+            "section_index",
+            "page_qid",
+            "title",
+            "instance_of",
+        ]);
+        let object = prop::collection::vec((field, value), 0..8).prop_map(|fields| {
+            let mut doc = serde_json::Map::new();
+            for (k, v) in fields {
+                doc.insert(k.into(), v);
+            }
+            serde_json::Value::Object(doc).to_string()
+        });
+        prop_oneof![3 => object, 1 => any::<String>(), 1 => "[{}\\[\\]\":, a-z0-9.-]{0,30}"]
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any line is a record within the schema's bounds, or a reason.
+        #[test]
+        fn any_line_is_a_bounded_record_or_a_reason(l in line()) {
+            match parse(&l) {
+                Ok(Record::Suggestion(s)) => {
+                    prop_assert!(s.page_id >= 0 && (0.0..=1.0).contains(&s.confidence));
+                    prop_assert!(!s.image.trim().is_empty() && s.image.len() <= 1_000);
+                    prop_assert!(s.found_on.len() + s.kind.len() <= 200);
+                    prop_assert!(s.found_on.windows(2).all(|w| w[0] < w[1]));
+                    prop_assert!(s.page_rev.is_none_or(|r| r >= 0));
+                }
+                Ok(Record::Title { title, page_id, .. }) => {
+                    prop_assert!(page_id >= 0 && !title.trim().is_empty());
+                }
+                Ok(Record::InstanceOf { page_id, instance_of, .. }) => {
+                    prop_assert!(page_id >= 0 && instance_of.len() <= 200);
+                }
+                Err(reason) => prop_assert!(!reason.is_empty()),
+            }
+        }
+
+        #[test]
+        fn a_suggestion_reads_back_as_written(
+            page_id in 0i64..=i64::from(i32::MAX),
+            image in "[A-Za-z0-9_.]{1,20}",
+            confidence in 0.0f64..=1.0,
+            found_on in prop::collection::vec("[a-z]{2,8}wiki", 0..5),
+            page_rev in prop::option::of(0i64..=i64::from(i32::MAX)),
+            section_index in prop::option::of(any::<i32>()),
+        ) {
+            let l = json!({
+                "page_id": page_id, "image": image, "origin_wiki": "commonswiki",
+                "confidence": confidence, "found_on": found_on, "page_rev": page_rev,
+                "section_index": section_index,
+            })
+            .to_string();
+            let Ok(Record::Suggestion(s)) = parse(&l) else {
+                return Err(TestCaseError::fail(format!("{l} is a suggestion")));
+            };
+            let mut sorted = found_on;
+            sorted.sort();
+            sorted.dedup();
+            prop_assert_eq!(i64::from(s.page_id), page_id);
+            prop_assert_eq!(s.image, image);
+            prop_assert_eq!(s.confidence, confidence);
+            prop_assert_eq!(s.found_on, sorted);
+            prop_assert_eq!(s.page_rev.map(i64::from), page_rev);
+            prop_assert_eq!(s.section_index, section_index);
+        }
+
+        /// Page ids and revisions past 2^31-1, negative ones, and numbers past
+        /// i64 are refused, never wrapped.
+        #[test]
+        fn page_ids_out_of_range_are_refused(
+            id in prop_oneof![
+                (i64::from(i32::MAX) + 1..=i64::MAX).prop_map(|n| n.to_string()),
+                (i64::MIN..0).prop_map(|n| n.to_string()),
+                Just("99999999999999999999".to_owned()),
+                "[1-9][0-9]{19,40}",
+            ],
+            kind in 0usize..3,
+        ) {
+            let l = match kind {
+                0 => format!(r#"{{"page_id":{id},"image":"A","origin_wiki":"w","confidence":0.5}}"#),
+                1 => format!(r#"{{"row":"title","title":"T","page_id":{id}}}"#),
+                _ => format!(r#"{{"row":"instanceof","page_id":1,"page_rev":{id}}}"#),
+            };
+            prop_assert!(parse(&l).is_err(), "{l}");
+        }
+    }
 }

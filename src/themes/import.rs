@@ -92,6 +92,67 @@ fn message(e: ApiError) -> String {
     e.message()
 }
 
+/// One record of the file, as the services take it.
+#[derive(Debug)]
+pub enum Entry {
+    GndEntity(GndEntityInput),
+    Category(CategoryInput),
+    Keyword(KeywordInput),
+}
+
+/// One line as a record, or why not (what the line alone can tell: JSON, the
+/// record type, the required fields; the services check the rest).
+pub fn parse(line: &str) -> Result<Entry, String> {
+    let record: Record = serde_json::from_str(line).map_err(|e| format!("invalid record: {e}"))?;
+    Ok(match record {
+        Record::GndEntity {
+            id,
+            name,
+            description,
+        } => Entry::GndEntity(GndEntityInput {
+            id: required(id, "id")?,
+            name: name.unwrap_or_default(),
+            description,
+        }),
+        Record::Category {
+            id,
+            parent_id,
+            label,
+            notation,
+            xtree_uri,
+        } => Entry::Category(CategoryInput {
+            id: required(id, "id")?,
+            parent_id,
+            label: required(label, "label")?,
+            notation,
+            xtree_uri,
+        }),
+        Record::Keyword {
+            id,
+            label,
+            synonyms,
+            note,
+            primary_gnd_uri,
+            related_gnd_uris,
+            gnd_entity_id,
+            category_ids,
+            xtree_uri,
+            created_at,
+        } => Entry::Keyword(KeywordInput {
+            id: required(id, "id")?,
+            label: required(label, "label")?,
+            synonyms: synonyms.unwrap_or_default(),
+            note,
+            primary_gnd_uri,
+            related_gnd_uris: related_gnd_uris.unwrap_or_default(),
+            gnd_entity_id,
+            category_ids: category_ids.unwrap_or_default(),
+            xtree_uri,
+            created_at,
+        }),
+    })
+}
+
 /// Imports every record of `input`.
 pub async fn import(
     themes: &Themes,
@@ -123,75 +184,11 @@ pub async fn import(
         if line.trim().is_empty() {
             continue;
         }
-        let parsed: Result<Record, String> =
-            serde_json::from_str(&line).map_err(|e| format!("invalid record: {e}"));
-        let result = parsed.and_then(|r| match r {
-            Record::GndEntity {
-                id,
-                name,
-                description,
-            } => {
-                gnd.push((
-                    n,
-                    GndEntityInput {
-                        id: required(id, "id")?,
-                        name: name.unwrap_or_default(),
-                        description,
-                    },
-                ));
-                Ok(())
-            }
-            Record::Category {
-                id,
-                parent_id,
-                label,
-                notation,
-                xtree_uri,
-            } => {
-                categories.push((
-                    n,
-                    CategoryInput {
-                        id: required(id, "id")?,
-                        parent_id,
-                        label: required(label, "label")?,
-                        notation,
-                        xtree_uri,
-                    },
-                ));
-                Ok(())
-            }
-            Record::Keyword {
-                id,
-                label,
-                synonyms,
-                note,
-                primary_gnd_uri,
-                related_gnd_uris,
-                gnd_entity_id,
-                category_ids,
-                xtree_uri,
-                created_at,
-            } => {
-                keywords.push((
-                    n,
-                    KeywordInput {
-                        id: required(id, "id")?,
-                        label: required(label, "label")?,
-                        synonyms: synonyms.unwrap_or_default(),
-                        note,
-                        primary_gnd_uri,
-                        related_gnd_uris: related_gnd_uris.unwrap_or_default(),
-                        gnd_entity_id,
-                        category_ids: category_ids.unwrap_or_default(),
-                        xtree_uri,
-                        created_at,
-                    },
-                ));
-                Ok(())
-            }
-        });
-        if let Err(e) = result {
-            report.errors.push((n, e));
+        match parse(&line) {
+            Ok(Entry::GndEntity(g)) => gnd.push((n, g)),
+            Ok(Entry::Category(c)) => categories.push((n, c)),
+            Ok(Entry::Keyword(k)) => keywords.push((n, k)),
+            Err(e) => report.errors.push((n, e)),
         }
     }
 
@@ -308,4 +305,126 @@ pub async fn import(
     report.errors.sort();
     report.elapsed = started.elapsed();
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 256,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// Lines near the format (records with fields missing, blank, of the
+    /// wrong type) and anything at all.
+    fn line() -> impl Strategy<Value = String> {
+        let value = prop_oneof![
+            Just(json!(null)),
+            ".{0,8}".prop_map(|s| json!(s)),
+            Just(json!("  ")),
+            any::<i64>().prop_map(|n| json!(n)),
+            Just(json!(99999999999999999999.0)),
+            prop::collection::vec(".{0,6}", 0..3).prop_map(|v| json!(v)),
+            Just(json!({})),
+        ];
+        let field = prop::sample::select(vec![
+            "type",
+            "id",
+            "label",
+            "name",
+            "parentId",
+            "synonyms",
+            "categoryIds",
+            "relatedGndUris",
+            "note",
+            "createdAt",
+            "description",
+        ]);
+        let record = (
+            prop::sample::select(vec!["category", "keyword", "gndEntity", "Keyword", "other"]),
+            prop::collection::vec((field, value), 0..6),
+        )
+            .prop_map(|(t, fields)| {
+                let mut doc = serde_json::Map::new();
+                doc.insert("type".into(), json!(t));
+                for (k, v) in fields {
+                    doc.insert(k.into(), v);
+                }
+                serde_json::Value::Object(doc).to_string()
+            });
+        prop_oneof![
+            3 => record,
+            1 => any::<String>(),
+            1 => "[{}\\[\\]\":, a-z0-9]{0,30}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        /// Any line: a record whose required fields are there, or a reason.
+        #[test]
+        fn any_line_is_a_record_with_its_required_fields_or_a_reason(l in line()) {
+            match parse(&l) {
+                Ok(Entry::GndEntity(g)) => prop_assert!(!g.id.trim().is_empty()),
+                Ok(Entry::Category(c)) => {
+                    prop_assert!(!c.id.trim().is_empty() && !c.label.trim().is_empty())
+                }
+                Ok(Entry::Keyword(k)) => {
+                    prop_assert!(!k.id.trim().is_empty() && !k.label.trim().is_empty())
+                }
+                Err(reason) => prop_assert!(
+                    reason.starts_with("invalid record") || reason.starts_with("missing "),
+                    "{reason}"
+                ),
+            }
+        }
+
+        #[test]
+        fn a_keyword_reads_back_as_written(
+            id in "[a-z0-9-]{1,12}",
+            label in "\\PC{1,20}",
+            synonyms in prop::collection::vec(".{0,10}", 0..4),
+            category_ids in prop::collection::vec("[a-z-]{1,8}", 0..4),
+            note in prop::option::of(".{0,20}"),
+        ) {
+            prop_assume!(!label.trim().is_empty());
+            let l = json!({
+                "type": "keyword", "id": id, "label": label, "synonyms": synonyms,
+                "categoryIds": category_ids, "note": note,
+            })
+            .to_string();
+            let Ok(Entry::Keyword(k)) = parse(&l) else {
+                return Err(TestCaseError::fail(format!("{l} is a keyword")));
+            };
+            prop_assert_eq!(
+                (k.id, k.label, k.synonyms, k.category_ids, k.note),
+                (id, label, synonyms, category_ids, note)
+            );
+        }
+
+        #[test]
+        fn a_category_without_an_id_or_label_is_refused(
+            id in prop_oneof![Just(None), "[ \t]{0,3}".prop_map(Some), "[a-z]{1,5}".prop_map(Some)],
+            label in prop_oneof![Just(None), "[ \t]{0,3}".prop_map(Some), "[a-z]{1,5}".prop_map(Some)],
+        ) {
+            let l = json!({"type": "category", "id": id, "label": label}).to_string();
+            let complete = |v: &Option<String>| v.as_ref().is_some_and(|s| !s.trim().is_empty());
+            match parse(&l) {
+                Ok(Entry::Category(_)) => prop_assert!(complete(&id) && complete(&label)),
+                Ok(other) => prop_assert!(false, "{other:?}"),
+                Err(reason) => {
+                    prop_assert!(!(complete(&id) && complete(&label)));
+                    prop_assert!(reason.starts_with("missing "), "{reason}");
+                }
+            }
+        }
+    }
 }

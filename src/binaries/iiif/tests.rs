@@ -436,3 +436,173 @@ proptest! {
         prop_assert!(fitted.is_ok(), "{rw}x{rh} turned {rot:?}: {fitted:?}");
     }
 }
+
+/// Numbers past every integer and float type: digits only, so they get past
+/// the character check and reach the number parsers.
+fn huge_number() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("99999999999999999999".to_owned()),
+        Just("4294967296".to_owned()),
+        Just("18446744073709551616".to_owned()),
+        "[1-9][0-9]{10,30}",
+        "[1-9][0-9]{309,340}",
+        "[1-9][0-9]{309,340}\\.[0-9]{0,4}",
+        "0\\.[0-9]{330,400}",
+    ]
+}
+
+/// Image sides from one pixel to the largest a decoder could report.
+fn image_side() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        1u32..64,
+        1u32..50_000,
+        Just(u32::MAX),
+        any::<u32>().prop_map(|s| s.max(1))
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn numbers_beyond_every_bound_are_bad_requests_not_overflows(
+        n in huge_number(), small in 1u32..1000, at in 0usize..4,
+    ) {
+        let mut parts = vec![small.to_string(); 4];
+        parts[at] = n.clone();
+        let pixels = parts.join(",");
+        if let Ok(r) = parse_region(&pixels) {
+            // Only a value that fits a u32 is read, and read exactly.
+            prop_assert_eq!(region_text(r), pixels.clone());
+        }
+        if let Ok(Region::Percent(x, y, w, h)) = parse_region(&format!("pct:{pixels}")) {
+            for v in [x, y, w, h] {
+                prop_assert!(v.is_finite() && v >= 0.0);
+            }
+        }
+        for size in [format!("{n},"), format!(",{n}"), format!("^!{n},{n}"), format!("{small},{n}")] {
+            match parse_size(&size) {
+                Ok(s) => {
+                    prop_assert!(n.parse::<u32>().is_ok(), "{size} -> {s:?}");
+                }
+                Err(e) => prop_assert!(matches!(e, IiifError::BadRequest(_))),
+            }
+        }
+        match parse_size(&format!("^pct:{n}")) {
+            Ok(Size { kind: SizeKind::Percent(p), .. }) => prop_assert!(p.is_finite() && p > 0.0),
+            Ok(other) => prop_assert!(false, "{other:?}"),
+            Err(e) => prop_assert!(matches!(e, IiifError::BadRequest(_))),
+        }
+        let turned = parse_rotation(&format!("!{n}"));
+        if n.parse::<f64>().is_ok_and(|d| d > 360.0) {
+            prop_assert!(matches!(turned, Err(IiifError::BadRequest(_))), "{n}");
+        }
+    }
+
+    /// The whole path from text to pixel sizes, for any image a decoder may
+    /// report: a bad request or a region inside the image and a response
+    /// inside the caps, never a panic or an overflow.
+    #[test]
+    fn any_parameters_on_any_image_give_a_size_within_the_caps_or_a_bad_request(
+        r in prop_oneof![parameter_text(), region().prop_map(region_text)],
+        s in prop_oneof![parameter_text(), size().prop_map(size_text), huge_number().prop_map(|n| format!("^{n},"))],
+        rot in prop_oneof![parameter_text(), rotation().prop_map(rotation_text)],
+        w in image_side(),
+        h in image_side(),
+    ) {
+        let Ok(req) = parse(&r, &s, &rot, "default.jpg") else { return Ok(()) };
+        let (x, y, rw, rh) = match region_rect(req.region, w, h) {
+            Ok(rect) => rect,
+            Err(e) => {
+                prop_assert!(matches!(e, IiifError::BadRequest(_)));
+                return Ok(());
+            }
+        };
+        prop_assert!(rw > 0 && rh > 0);
+        prop_assert!(u64::from(x) + u64::from(rw) <= u64::from(w));
+        prop_assert!(u64::from(y) + u64::from(rh) <= u64::from(h));
+        match scaled_size(req.size, req.rotation, rw, rh) {
+            Ok((sw, sh)) => {
+                let (bw, bh) = rotated_box(sw, sh, req.rotation.degrees);
+                prop_assert!(sw > 0 && sh > 0 && within_the_caps(bw, bh), "{req:?} {w}x{h} -> {sw}x{sh}");
+            }
+            Err(e) => prop_assert!(matches!(e, IiifError::BadRequest(_))),
+        }
+    }
+
+    #[test]
+    fn the_turned_box_holds_the_image(
+        w in 1u32..=MAX_SIDE, h in 1u32..=MAX_SIDE, d in degrees(),
+    ) {
+        let (bw, bh) = rotated_box(w, h, d);
+        // Each side of the box is w·|cos| + h·|sin| (or the other way round):
+        // at least the shorter side, at most the diagonal.
+        let short = w.min(h);
+        let diagonal = f64::from(w).hypot(f64::from(h)).ceil() as u32;
+        for side in [bw, bh] {
+            prop_assert!(short <= side && side <= diagonal, "{w}x{h} {d} -> {bw}x{bh}");
+        }
+        if d % 90.0 == 0.0 {
+            let turned = (d / 90.0) as u32 % 2 == 1;
+            prop_assert_eq!((bw, bh), if turned { (h, w) } else { (w, h) });
+        }
+    }
+}
+
+/// Regions of an image of up to 24 pixels a side (some reach past it).
+fn small_region() -> impl Strategy<Value = Region> {
+    prop_oneof![
+        Just(Region::Full),
+        Just(Region::Square),
+        (0u32..24, 0u32..24, 1u32..30, 1u32..30)
+            .prop_map(|(x, y, w, h)| Region::Pixels(x, y, w, h)),
+        (
+            decimal(0.0, 90.0),
+            decimal(0.0, 90.0),
+            decimal(1.0, 120.0),
+            decimal(1.0, 120.0)
+        )
+            .prop_map(|(x, y, w, h)| Region::Percent(x, y, w, h)),
+    ]
+}
+
+/// Sizes of up to 64 pixels a side, mostly allowed to upscale.
+fn small_size() -> impl Strategy<Value = Size> {
+    let side = 1u32..64;
+    let kind = prop_oneof![
+        Just(SizeKind::Max),
+        side.clone().prop_map(SizeKind::Width),
+        side.clone().prop_map(SizeKind::Height),
+        decimal(1.0, 300.0).prop_map(SizeKind::Percent),
+        (side.clone(), side.clone()).prop_map(|(w, h)| SizeKind::Exact(w, h)),
+        (side.clone(), side).prop_map(|(w, h)| SizeKind::Confined(w, h)),
+    ];
+    (prop::bool::weighted(0.8), kind).prop_map(|(upscale, kind)| Size { upscale, kind })
+}
+
+proptest! {
+    // Each case encodes an image: fewer of them.
+    #![proptest_config(ProptestConfig { cases: 48, ..config() })]
+
+    /// The pipeline itself, on a small image: whatever parses renders to an
+    /// image of the computed size, or is refused as a bad request.
+    #[test]
+    fn a_parsed_request_renders_a_small_image_or_is_refused(
+        r in small_region(), s in small_size(), rot in rotation(),
+        q in prop::sample::select(vec!["default", "color", "gray", "bitonal"]),
+        f in prop::sample::select(vec!["jpg", "png", "webp"]),
+        w in 1u32..24, h in 1u32..24,
+    ) {
+        let req = parse(&region_text(r), &size_text(s), &rotation_text(rot), &format!("{q}.{f}")).unwrap();
+        let Ok((_, _, rw, rh)) = region_rect(req.region, w, h) else { return Ok(()) };
+        let Ok((sw, sh)) = scaled_size(req.size, req.rotation, rw, rh) else { return Ok(()) };
+        // Large outputs are the caps' business (above); keep each case quick.
+        prop_assume!(u64::from(sw) * u64::from(sh) <= 64 * 64);
+        let img = DynamicImage::ImageRgba8(RgbaImage::from_fn(w, h, |x, y| {
+            Rgba([(x * 10) as u8, (y * 10) as u8, 128, 200])
+        }));
+        let bytes = render(&img, &req).expect("a request within the caps renders");
+        let back = image::load_from_memory(&bytes).expect("the response decodes");
+        prop_assert_eq!((back.width(), back.height()), rotated_box(sw, sh, req.rotation.degrees));
+    }
+}
