@@ -172,6 +172,10 @@ fn policy(args: &BinaryArgs) -> FetchPolicy {
 /// The binaries service the flags describe; the URLs it wants go to the
 /// crawl frontier in `store`.
 pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> {
+    anyhow::ensure!(
+        args.scale_lease >= Duration::from_secs(1),
+        "--scale-lease must be at least 1s"
+    );
     let config = BinaryConfig {
         max_bytes: args.max_upload_bytes,
         imaging: ImagingLimits {
@@ -187,6 +191,7 @@ pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> 
             .map(|u| u.trim_end_matches('/').to_owned()),
         iiif_cache_bytes: args.iiif_cache_bytes,
         max_decode_bytes: args.max_decode_bytes,
+        lease: args.scale_lease,
     };
     Ok(Binaries::new(
         store.clone(),

@@ -244,7 +244,7 @@ pub struct BinaryArgs {
     /// Read timeout of a download (between two pieces of the body), in seconds.
     #[arg(long, env = "KARTEI_FETCH_READ_TIMEOUT", default_value_t = 30)]
     pub fetch_read_timeout: u64,
-    /// Longest a whole download may take, in seconds (keep it under the worker's 300 s lease).
+    /// Longest a whole download may take, in seconds (keep it under --scale-lease).
     #[arg(long, env = "KARTEI_FETCH_TOTAL_TIMEOUT", default_value_t = 120)]
     pub fetch_total_timeout: u64,
     /// Slowest average rate a download may have after its first 10 s, in bytes/s.
@@ -272,6 +272,11 @@ pub struct BinaryArgs {
     /// Bytes of computed IIIF images kept in memory.
     #[arg(long, env = "KARTEI_IIIF_CACHE_BYTES", default_value_t = 64 << 20)]
     pub iiif_cache_bytes: usize,
+    /// How long a worker owns an original it claimed for scaling (e.g. 90s,
+    /// 5m). When a server dies mid-scale, another instance takes the work over
+    /// after this; keep it above the longest scale and download.
+    #[arg(long, env = "KARTEI_SCALE_LEASE", default_value = "5m", value_parser = crate::config::parse_duration)]
+    pub scale_lease: std::time::Duration,
 }
 
 impl Default for BinaryArgs {
@@ -292,6 +297,7 @@ impl Default for BinaryArgs {
             gc_grace: 600,
             public_url: None,
             iiif_cache_bytes: 64 << 20,
+            scale_lease: std::time::Duration::from_secs(300),
         }
     }
 }

@@ -162,7 +162,8 @@ fn finish(args: &[&str], target: &Target) {
     );
 }
 
-/// Starts a command and SIGKILLs it after `after`; true if it was still running then.
+/// Starts a command and SIGKILLs it after `after`; true if it was still running
+/// then (one that ended before must have succeeded).
 fn kill_after(args: &[&str], target: &Target, after: Duration) -> bool {
     let mut child = kartei(args, target)
         .stdout(Stdio::null())
@@ -171,7 +172,11 @@ fn kill_after(args: &[&str], target: &Target, after: Duration) -> bool {
         .expect("start kartei");
     let deadline = Instant::now() + after;
     while Instant::now() < deadline {
-        if child.try_wait().expect("wait").is_some() {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(
+                status.success(),
+                "kartei {args:?} failed before the kill: {status}"
+            );
             return false;
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -424,11 +429,17 @@ struct Server {
 impl Server {
     /// `kartei serve` on a free port; returns once it answers /healthz.
     fn start(target: &Target) -> Server {
+        Server::start_with(target, &[])
+    }
+
+    /// `start` with more flags.
+    fn start_with(target: &Target, extra: &[&str]) -> Server {
         let mut child = kartei(
             &["serve", "--listen", "127.0.0.1:0", "--crawl", "off"],
             target,
         )
         .args(["--auth-secret", SECRET])
+        .args(extra)
         .env("KARTEI_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -1255,14 +1266,19 @@ async fn binaries_whole(store: &DynStore, seed: u64) -> BTreeMap<String, String>
 /// garbage collection SIGKILLed at a random point and run again, and, two
 /// hours later (the killed upload's lease), one more: at every rest point
 /// the binaries are whole, and in the end only the live image is left.
-async fn upload_and_gc_killed(base: &Path, seed: u64) {
+///
+/// `open` opens the target's store in the test (the embedded file only while
+/// no process has it). Servers hold a scaling claim for 2 s (`--scale-lease`),
+/// so on Cassandra, where a dead process's claim is not freed at start-up
+/// (another instance may hold it), the restarted server takes it over soon.
+async fn upload_and_gc_killed(target: Target, open: &dyn Fn() -> DynStore, seed: u64) {
     let mut rng = Rng(seed);
-    let target = Target::Dir(base.join("data"));
+    const LEASE: &[&str] = &["--scale-lease", "2s"];
     let keep = padded_jpeg(640, 480, 5 << 20);
     let drop_me = padded_jpeg(800, 600, 2 << 20);
     let http = reqwest::Client::new();
 
-    let server = Server::start(&target);
+    let server = Server::start_with(&target, LEASE);
     let first = slow_upload(&server.url, "fault-a", &drop_me, 1 << 20)
         .await
         .expect("the first upload");
@@ -1276,7 +1292,7 @@ async fn upload_and_gc_killed(base: &Path, seed: u64) {
     server.kill();
     let answered = upload.await.unwrap().is_some();
 
-    let server = Server::start(&target);
+    let server = Server::start_with(&target, LEASE);
     let again = slow_upload(&server.url, "fault-b", &keep, 1 << 20)
         .await
         .expect("the upload again");
@@ -1293,11 +1309,11 @@ async fn upload_and_gc_killed(base: &Path, seed: u64) {
     .unwrap();
     assert!(r["errors"].is_null(), "{r}");
     server.stop();
-    binaries_whole(&open_dir(&base.join("data")), seed).await;
+    binaries_whole(&open(), seed).await;
 
     let gc_at = Duration::from_millis(rng.between(2, 120));
     let killed = kill_after(&["gc-binaries", "--gc-grace", "0"], &target, gc_at);
-    binaries_whole(&open_dir(&base.join("data")), seed).await;
+    binaries_whole(&open(), seed).await;
     finish(&["gc-binaries", "--gc-grace", "0"], &target);
     eprintln!(
         "seed {seed}: server killed at {} ms of the upload ({}); gc {} at {} ms",
@@ -1316,7 +1332,7 @@ async fn upload_and_gc_killed(base: &Path, seed: u64) {
     );
 
     // Two hours on, the killed upload's lease has run out: collected too.
-    let store = open_dir(&base.join("data"));
+    let store = open();
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(2);
     let binaries = kartei::binaries::service::Binaries::with_clock(
         store.clone(),
@@ -1342,7 +1358,31 @@ fn an_upload_and_a_collection_killed_at_random_points_leave_whole_binaries() {
     run(async {
         for seed in seeds(3) {
             let base = tempfile::tempdir().unwrap();
-            upload_and_gc_killed(base.path(), seed).await;
+            let dir = base.path().join("data");
+            let open = || open_dir(&dir);
+            upload_and_gc_killed(Target::Dir(dir.clone()), &open, seed).await;
         }
+    });
+}
+
+#[test]
+fn cassandra_an_upload_and_a_collection_killed_at_random_points_leave_whole_binaries() {
+    if crate::support::cassandra_off() {
+        return;
+    }
+    run(async {
+        // Keyspaces of its own: the end state is "only the live image left",
+        // which other tests' binaries on the shared keyspaces would spoil.
+        let nodes = std::env::var("KARTEI_TEST_CASSANDRA").unwrap();
+        let set = Arc::new(crate::support::fresh_keyspaces().await);
+        let target = Target::Cluster {
+            nodes,
+            env: set.env().to_owned(),
+        };
+        let open = || -> DynStore { set.clone() };
+        for seed in seeds(1) {
+            upload_and_gc_killed(target.clone(), &open, seed).await;
+        }
+        drop_keyspaces(&set).await;
     });
 }

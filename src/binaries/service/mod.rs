@@ -39,8 +39,6 @@ use crate::store::{Cursor, DynStore, Listed, Mutation, Row, Slice, Table, Value}
 
 /// Chunk size of stored originals.
 pub const CHUNK: usize = 1 << 20;
-/// How long a worker owns an original it claimed.
-const LEASE: Duration = Duration::from_secs(300);
 /// How long an upload in progress keeps its original from the collector.
 const UPLOAD_LEASE: Duration = Duration::from_secs(3600);
 /// References deleted or logs read per page.
@@ -63,6 +61,9 @@ pub struct BinaryConfig {
     pub iiif_cache_bytes: usize,
     /// Memory all decodes together may hold (see [`imaging::DecodeBudget`]).
     pub max_decode_bytes: u64,
+    /// How long a worker owns an original it claimed for scaling; a claim of
+    /// a process that died is taken over by another instance after this.
+    pub lease: Duration,
 }
 
 impl Default for BinaryConfig {
@@ -76,6 +77,7 @@ impl Default for BinaryConfig {
             public_url: None,
             iiif_cache_bytes: 64 << 20,
             max_decode_bytes: 2 << 30,
+            lease: Duration::from_secs(300),
         }
     }
 }

@@ -81,7 +81,7 @@ impl Binaries {
             created: Some(now.clone()),
             touched: Some(self.touch_token()),
             // Not for the worker: this run scales it.
-            next_attempt: Some(self.later(LEASE)),
+            next_attempt: Some(self.later(self.inner.config.lease)),
             e_tag: new_validators.e_tag.clone(),
             last_modified: new_validators.last_modified.clone(),
             ..Default::default()

@@ -236,7 +236,8 @@ impl Binaries {
         Ok(self
             .store()
             .cas(Cas {
-                row: original_update(&o.id).set("next_attempt", self.later(LEASE)),
+                row: original_update(&o.id)
+                    .set("next_attempt", self.later(self.inner.config.lease)),
                 condition: Condition::Equals(vec![
                     ("status", Some(status.as_str().into())),
                     ("next_attempt", o.next_attempt.clone().map(Value::Text)),
