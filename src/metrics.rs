@@ -38,6 +38,7 @@ struct Metrics {
     store_calls: Family<StoreLabels, Counter>,
     rows_read: Counter,
     cql_requests: Counter,
+    cas_settled: Family<AppliedLabels, Counter>,
     commits: Counter,
     committed_jobs: Counter,
     suggestion_rows: Counter,
@@ -50,6 +51,11 @@ struct Metrics {
     crawl_claims: Counter,
     crawl_freed_claims: Counter,
     crawl_domains: Family<StateLabels, prometheus_client::metrics::gauge::Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AppliedLabels {
+    applied: bool,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -106,6 +112,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "kartei_store_cql_requests",
         "Requests sent to the cluster (cql engine)",
         cql_requests.clone(),
+    );
+    let cas_settled = Family::<AppliedLabels, Counter>::default();
+    registry.register(
+        "kartei_store_cas_settled",
+        "Compare-and-sets whose outcome the cluster left unknown, settled by a serial read",
+        cas_settled.clone(),
     );
     let commits = Counter::default();
     registry.register(
@@ -199,6 +211,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         store_calls,
         rows_read,
         cql_requests,
+        cas_settled,
     }
 });
 
@@ -223,6 +236,14 @@ pub fn rows_read(n: usize) {
 /// One request sent to the cluster by the CQL engine.
 pub fn store_request() {
     METRICS.cql_requests.inc();
+}
+
+/// A compare-and-set of unknown outcome, settled by a serial read.
+pub fn cas_settled(applied: bool) {
+    METRICS
+        .cas_settled
+        .get_or_create(&AppliedLabels { applied })
+        .inc();
 }
 
 /// One group commit of the embedded writer, holding `jobs` write calls.

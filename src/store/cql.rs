@@ -37,9 +37,31 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
+/// A compare-and-set whose proposal some replicas may have accepted: Paxos
+/// timed out (a write timeout of type CAS, e.g. under contention with a
+/// replica down) or the node says the outcome is unknown. It may yet be the
+/// value that stands.
+fn cas_outcome_unknown(e: &scylla::errors::ExecutionError) -> bool {
+    use scylla::errors::{DbError, ExecutionError, RequestAttemptError, WriteType};
+    matches!(
+        e,
+        ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+            DbError::WriteTimeout {
+                write_type: WriteType::Cas,
+                ..
+            },
+            _
+        ))
+    )
+}
+
 /// A health check gives up after this long, whatever the cluster's own
 /// timeouts: `/healthz` answers 503 within it when a quorum is missing.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a compare-and-set of unknown outcome may spend on serial reads
+/// to settle it (see `CqlStore::settle_unknown_cas`).
+const SETTLE_BUDGET: Duration = Duration::from_millis(600);
 
 /// Statements per unlogged batch of a bulk write.
 const BULK_BATCH_STATEMENTS: usize = 32;
@@ -232,6 +254,50 @@ impl CqlStore {
             out.push(Row { table, values });
         }
         Ok(out)
+    }
+
+    /// Decides a compare-and-set whose outcome the cluster left unknown: a
+    /// read at LOCAL_SERIAL finishes any proposal in flight, so the row it
+    /// returns is the decided one. The compare-and-set applied if that row
+    /// holds every value it wrote. Callers make proposals tell apart (a
+    /// transition writes its time to the nanosecond), so an identical
+    /// concurrent proposal is not taken for this one.
+    async fn settle_unknown_cas(&self, cas: &Cas, key: &[Value]) -> Result<CasOutcome, StoreError> {
+        let table = cas.row.table;
+        // The serial read takes part in the same contention: tries within a
+        // short budget, so that a cluster without a quorum still fails fast
+        // (the compare-and-set has already waited out its timeout).
+        let deadline = tokio::time::Instant::now() + SETTLE_BUDGET;
+        let mut tries = 0u64;
+        let current = loop {
+            let failed =
+                match tokio::time::timeout_at(deadline, self.get_one(table, key, true)).await {
+                    Ok(Ok(c)) => break c,
+                    Ok(Err(StoreError::Unavailable(e))) => e,
+                    Ok(Err(e)) => return Err(e),
+                    Err(_) => "the serial read ran out of time".to_owned(),
+                };
+            tries += 1;
+            let pause = Duration::from_millis(10 * tries);
+            if tokio::time::Instant::now() + pause >= deadline {
+                tracing::warn!(
+                    error = failed,
+                    table = table.name,
+                    "a compare-and-set's outcome stays unknown"
+                );
+                return Err(StoreError::Unavailable(failed));
+            }
+            tokio::time::sleep(pause).await;
+        };
+        let applied = current.as_ref().is_some_and(|cur| {
+            (table.key_len()..table.width()).all(|i| match &cas.row.values[i] {
+                Some(v) => cur.values[i].as_ref() == Some(v),
+                // An insert writes its nulls too; an update leaves them.
+                None => !matches!(cas.condition, Condition::NotExists) || cur.values[i].is_none(),
+            })
+        });
+        metrics::cas_settled(applied);
+        Ok(CasOutcome { applied, current })
     }
 
     async fn get_one(
@@ -693,7 +759,23 @@ impl Store for CqlStore {
             }
         };
         let stmt = self.prepare(cql).await?;
-        let result = self.run(&stmt, values).await?;
+        metrics::store_request();
+        let result = match self
+            .session
+            .get_session()
+            .execute_unpaged(&stmt, values)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) if cas_outcome_unknown(&e) => {
+                tracing::info!(error = %e, table = table.name, "compare-and-set outcome unknown; settling it with a serial read");
+                return self.settle_unknown_cas(&cas, &key).await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, cql = stmt.get_statement(), "CQL request failed");
+                return Err(unavailable(e));
+            }
+        };
         let rows = result
             .into_rows_result()
             .map_err(|e| StoreError::Internal(e.to_string()))?;

@@ -277,13 +277,37 @@ pub trait Store: Send + Sync {
     /// On Cassandra the writes follow the compare-and-set, so a process that
     /// dies between them leaves them out: callers heal them on the next touch
     /// of the row, and `repair-views` finds the rest.
+    ///
+    /// Once the compare-and-set has applied, its outcome is what the caller
+    /// is told: the follow-up writes (idempotent upserts) are tried twice, and if they still fail (a cluster that times writes out) the
+    /// row stands and they are left to that healing, with a warning.
     async fn cas_then(&self, cas: Cas, then: Heal) -> Result<CasOutcome, StoreError> {
         let written = matches!(cas.condition, Condition::NotExists).then(|| cas.row.clone());
         let outcome = self.cas(cas).await?;
         if outcome.applied
             && let Some(row) = outcome.current.as_ref().or(written.as_ref())
         {
-            self.apply(then(row)).await?;
+            let writes = then(row);
+            for attempt in 1..=2u64 {
+                match self.apply(writes.clone()).await {
+                    Ok(()) => break,
+                    Err(StoreError::Unavailable(e)) if attempt < 2 => {
+                        tracing::info!(
+                            error = e,
+                            "the writes after a compare-and-set failed; again"
+                        );
+                        tokio::time::sleep(std::time::Duration::from_millis(50 * attempt)).await;
+                    }
+                    Err(StoreError::Unavailable(e)) => {
+                        tracing::warn!(
+                            error = e,
+                            table = row.table.name,
+                            "a compare-and-set applied but the writes after it failed; they are healed on the row's next change (repair-views finds the rest)"
+                        );
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         }
         Ok(outcome)
     }

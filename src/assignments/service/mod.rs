@@ -581,6 +581,11 @@ impl Assignments {
                 .apply(vec![Mutation::upsert(queue_row(&key.ddb_id, &now))])
                 .await?;
         }
+        // To the nanosecond: this proposal's own value, so that a
+        // compare-and-set of unknown outcome is settled by a serial read
+        // without taking a concurrent identical transition for this one
+        // (`CqlStore::settle_unknown_cas`).
+        let now = self.clock.precise();
         let mut row = Row::new(&OBJECTS_KEYWORDS);
         row.values[..OBJECTS_KEYWORDS.key_len()].clone_from_slice(
             &key.base_key()
