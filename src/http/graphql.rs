@@ -412,6 +412,20 @@ pub(crate) fn with_loaders(app: &App, request: GqlRequest, batches: &Batches) ->
         ))
 }
 
+/// Runs a GraphQL request in this process as `principal` would over HTTP
+/// (the same schema, limits and DataLoaders), without HTTP: for batch jobs
+/// and for the curator-page benchmark, which separates the engine's time
+/// from the HTTP layer's.
+pub async fn execute_in_process(
+    app: &App,
+    principal: Principal,
+    request: GqlRequest,
+) -> GqlResponse {
+    let batches = Batches::default();
+    let request = with_loaders(app, request.data(principal), &batches);
+    batches.drive(app.schema.execute(request)).await
+}
+
 /// Runs a request and answers it in `media`.
 async fn execute(
     app: &App,
