@@ -211,8 +211,7 @@ impl RawPlan {
     async fn run(&self) -> usize {
         let buckets = kartei::store::buckets::BUCKETS;
         let mut limit = vec![PAGE.div_ceil(buckets as usize) + 1; buckets as usize];
-        let mut rows: Vec<Vec<PageRow>> =
-            vec![Vec::new(); buckets as usize];
+        let mut rows: Vec<Vec<PageRow>> = vec![Vec::new(); buckets as usize];
         let mut want: Vec<usize> = (0..buckets as usize).collect();
         let page = loop {
             let read =
