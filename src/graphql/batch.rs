@@ -31,6 +31,11 @@ impl Batches {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queues a fetch for the next wave.
+    pub fn queue(&self, fetch: BoxFuture<'static, ()>) {
+        self.state().queue.push(fetch);
+    }
+
     /// The spawner to give a request's DataLoaders.
     pub fn spawner(&self) -> impl Fn(BoxFuture<'static, ()>) + Send + Sync + 'static {
         let batches = self.clone();

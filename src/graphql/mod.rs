@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod connection;
 pub mod limits;
+pub mod loader;
 pub mod viewer;
 
 use async_graphql::{ObjectType, Schema, SchemaBuilder, SubscriptionType};
