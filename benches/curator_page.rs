@@ -16,6 +16,8 @@
 //! dropped at the end). Prints median and p99 of each and the ratios.
 //!
 //! Run: `cargo bench --bench curator_page` (optionally `-- 20000` rows).
+//! `KARTEI_PROFILE_ENGINE=1` runs only the in-process query, 3,000 times,
+//! then exits: for `perf record` of the GraphQL engine's share.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -353,6 +355,12 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
             serde_json::json!({"p": PORTAL}),
         ))
     };
+    if std::env::var_os("KARTEI_PROFILE_ENGINE").is_some() {
+        for _ in 0..3000 {
+            kartei::http::graphql::execute_in_process(&app, Principal::default(), in_process()).await;
+        }
+        std::process::exit(0);
+    }
     let (mut http, mut plan, mut engine_only, mut floor, mut driver) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let typename = serde_json::json!({"query": "{ __typename }"});
