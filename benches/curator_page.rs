@@ -357,7 +357,8 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
     };
     if std::env::var_os("KARTEI_PROFILE_ENGINE").is_some() {
         for _ in 0..3000 {
-            kartei::http::graphql::execute_in_process(&app, Principal::default(), in_process()).await;
+            kartei::http::graphql::execute_in_process(&app, Principal::default(), in_process())
+                .await;
         }
         std::process::exit(0);
     }
