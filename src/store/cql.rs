@@ -261,7 +261,9 @@ impl CqlStore {
     /// returns is the decided one. The compare-and-set applied if that row
     /// holds every value it wrote. Callers make proposals tell apart (a
     /// transition writes its time to the nanosecond), so an identical
-    /// concurrent proposal is not taken for this one.
+    /// concurrent proposal is not taken for this one. If it did not apply and
+    /// its condition still holds, nothing was decided: UNAVAILABLE (try again),
+    /// not a conflict.
     async fn settle_unknown_cas(&self, cas: &Cas, key: &[Value]) -> Result<CasOutcome, StoreError> {
         let table = cas.row.table;
         // The serial read takes part in the same contention: tries within a
@@ -296,6 +298,27 @@ impl CqlStore {
                 None => !matches!(cas.condition, Condition::NotExists) || cur.values[i].is_none(),
             })
         });
+        // Not applied, and the condition still holds: the proposal was never
+        // accepted (Paxos contention) and nobody else's was either. That is
+        // no conflict to report: the caller should simply try again.
+        let condition_holds = match &cas.condition {
+            Condition::NotExists => current.is_none(),
+            Condition::Equals(expected) => expected.iter().all(|(name, want)| {
+                let have = table
+                    .index_of(name)
+                    .and_then(|i| current.as_ref().and_then(|c| c.values[i].as_ref()));
+                have == want.as_ref()
+            }),
+        };
+        if !applied && condition_holds {
+            tracing::warn!(
+                table = table.name,
+                "a compare-and-set timed out under contention without taking effect"
+            );
+            return Err(StoreError::Unavailable(
+                "the compare-and-set timed out under contention".into(),
+            ));
+        }
         metrics::cas_settled(applied);
         Ok(CasOutcome { applied, current })
     }
@@ -794,8 +817,18 @@ impl Store for CqlStore {
         };
         let current = if applied && matches!(cas.condition, Condition::NotExists) {
             Some(cas.row.clone())
+        } else if applied {
+            // Committed at LOCAL_QUORUM: a quorum read sees it, and takes no
+            // part in the Paxos contention a serial read would (and could
+            // time out in, leaving the winner told UNAVAILABLE).
+            self.get_one(table, &key, false).await?
         } else {
-            self.get_one(table, &key, true).await?
+            // The row that beat the condition; under contention the serial
+            // read can time out, then a quorum read tells what is committed.
+            match self.get_one(table, &key, true).await {
+                Err(StoreError::Unavailable(_)) => self.get_one(table, &key, false).await?,
+                other => other?,
+            }
         };
         Ok(CasOutcome { applied, current })
     }
