@@ -39,7 +39,7 @@ impl Batches {
     /// The spawner to give a request's DataLoaders.
     pub fn spawner(&self) -> impl Fn(BoxFuture<'static, ()>) + Send + Sync + 'static {
         let batches = self.clone();
-        move |fetch| batches.state().queue.push(fetch)
+        move |fetch| batches.queue(fetch)
     }
 
     /// Starts the collected fetches as one wave, unless a wave is still
@@ -118,32 +118,25 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    #[test]
-    fn a_pass_of_loads_is_one_batch_and_starts_when_the_request_yields() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let batches = Batches::default();
-            let spawn = batches.spawner();
-            let started = Arc::new(AtomicUsize::new(0));
-            let s = started.clone();
-            let request = async move {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let s2 = s.clone();
-                spawn(Box::pin(async move {
-                    s2.fetch_add(1, Ordering::SeqCst);
-                    let _ = tx.send(());
-                }));
-                // Not started while the request has not yielded.
-                assert_eq!(s.load(Ordering::SeqCst), 0);
-                rx.await.unwrap();
-                s.load(Ordering::SeqCst)
-            };
-            assert_eq!(batches.drive(request).await, 1);
-            assert_eq!(started.load(Ordering::SeqCst), 1);
-        });
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pass_of_loads_is_one_batch_and_starts_when_the_request_yields() {
+        let batches = Batches::default();
+        let spawn = batches.spawner();
+        let started = Arc::new(AtomicUsize::new(0));
+        let s = started.clone();
+        let request = async move {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let s2 = s.clone();
+            spawn(Box::pin(async move {
+                s2.fetch_add(1, Ordering::SeqCst);
+                let _ = tx.send(());
+            }));
+            // Not started while the request has not yielded.
+            assert_eq!(s.load(Ordering::SeqCst), 0);
+            rx.await.unwrap();
+            s.load(Ordering::SeqCst)
+        };
+        assert_eq!(batches.drive(request).await, 1);
+        assert_eq!(started.load(Ordering::SeqCst), 1);
     }
 }

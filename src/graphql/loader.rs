@@ -39,10 +39,16 @@ enum Start {
 struct State<V> {
     /// Every key asked for, with the batch that fetches (or fetched) it.
     known: HashMap<String, Batch<V>>,
-    /// The batch still collecting keys: its keys and where its result goes.
-    open: Option<(Vec<String>, futures::channel::oneshot::Sender<Fetched<V>>)>,
-    /// The shared result of the open batch.
-    open_batch: Option<Batch<V>>,
+    /// The batch still collecting keys, if any.
+    open: Option<Open<V>>,
+}
+
+/// A batch whose fetch has not started: its keys, where its result goes,
+/// and the shared result the loads of its keys await.
+struct Open<V> {
+    keys: Vec<String>,
+    tx: futures::channel::oneshot::Sender<Fetched<V>>,
+    batch: Batch<V>,
 }
 
 pub struct BatchLoader<V> {
@@ -60,7 +66,6 @@ impl<V: Clone + Send + Sync + 'static> BatchLoader<V> {
             state: Arc::new(Mutex::new(State {
                 known: HashMap::new(),
                 open: None,
-                open_batch: None,
             })),
             start: if window.is_zero() {
                 Start::Batches(batches.clone())
@@ -70,35 +75,49 @@ impl<V: Clone + Send + Sync + 'static> BatchLoader<V> {
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State<V>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// The batch that answers `key`: the one that already has it, else the
+    /// open one, which it joins; with none open, a new one whose fetch is
+    /// queued now (it takes the batch's keys when it runs).
+    fn batch_of(&self, key: String) -> Batch<V> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = st.known.get(&key) {
+            return b.clone();
+        }
+        let batch = match st.open.as_mut() {
+            Some(open) => {
+                open.keys.push(key.clone());
+                open.batch.clone()
+            }
+            None => {
+                let (tx, rx) = futures::channel::oneshot::channel::<Fetched<V>>();
+                let batch: Batch<V> = async move {
+                    rx.await.unwrap_or_else(|_| {
+                        Err(async_graphql::Error::new("a batched read was dropped"))
+                    })
+                }
+                .boxed()
+                .shared();
+                st.open = Some(Open {
+                    keys: vec![key.clone()],
+                    tx,
+                    batch: batch.clone(),
+                });
+                self.queue_fetch();
+                batch
+            }
+        };
+        st.known.insert(key, batch.clone());
+        batch
     }
 
-    /// The batch `key` joins: the open one, or a new one whose fetch is
-    /// queued now.
-    fn join(&self, st: &mut State<V>, key: String) -> Batch<V> {
-        if let (Some((keys, _)), Some(batch)) = (st.open.as_mut(), st.open_batch.as_ref()) {
-            keys.push(key);
-            return batch.clone();
-        }
-        let (tx, rx) = futures::channel::oneshot::channel::<Fetched<V>>();
-        let batch: Batch<V> = async move {
-            rx.await
-                .unwrap_or_else(|_| Err(async_graphql::Error::new("a batched read was dropped")))
-        }
-        .boxed()
-        .shared();
-        st.open = Some((vec![key], tx));
-        st.open_batch = Some(batch.clone());
+    /// Queues the fetch of the open batch: when it runs, it takes the batch
+    /// (later keys open the next one) and answers its loads.
+    fn queue_fetch(&self) {
         let state = self.state.clone();
         let fetch = self.fetch.clone();
         let task = async move {
-            let taken = {
-                let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-                st.open_batch = None;
-                st.open.take()
-            };
-            if let Some((keys, tx)) = taken {
+            let taken = state.lock().unwrap_or_else(|p| p.into_inner()).open.take();
+            if let Some(Open { keys, tx, .. }) = taken {
                 let _ = tx.send(fetch(keys).await.map(Arc::new));
             }
         };
@@ -112,7 +131,6 @@ impl<V: Clone + Send + Sync + 'static> BatchLoader<V> {
                 });
             }
         }
-        batch
     }
 
     /// The values of `keys` that exist.
@@ -120,22 +138,13 @@ impl<V: Clone + Send + Sync + 'static> BatchLoader<V> {
         &self,
         keys: impl IntoIterator<Item = String>,
     ) -> Result<HashMap<String, V>, async_graphql::Error> {
-        let wanted: Vec<(String, Batch<V>)> = {
-            let mut st = self.state();
-            keys.into_iter()
-                .map(|k| {
-                    let batch = match st.known.get(&k) {
-                        Some(b) => b.clone(),
-                        None => {
-                            let b = self.join(&mut st, k.clone());
-                            st.known.insert(k.clone(), b.clone());
-                            b
-                        }
-                    };
-                    (k, batch)
-                })
-                .collect()
-        };
+        let wanted: Vec<(String, Batch<V>)> = keys
+            .into_iter()
+            .map(|k| {
+                let batch = self.batch_of(k.clone());
+                (k, batch)
+            })
+            .collect();
         let mut out = HashMap::with_capacity(wanted.len());
         for (k, batch) in wanted {
             if let Some(v) = batch.await?.get(&k) {
@@ -147,17 +156,7 @@ impl<V: Clone + Send + Sync + 'static> BatchLoader<V> {
 
     /// The value of `key`, if it exists.
     pub async fn load_one(&self, key: String) -> Result<Option<V>, async_graphql::Error> {
-        let batch = {
-            let mut st = self.state();
-            match st.known.get(&key) {
-                Some(b) => b.clone(),
-                None => {
-                    let b = self.join(&mut st, key.clone());
-                    st.known.insert(key.clone(), b.clone());
-                    b
-                }
-            }
-        };
+        let batch = self.batch_of(key.clone());
         Ok(batch.await?.get(&key).cloned())
     }
 }
@@ -182,95 +181,75 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_pass_of_loads_is_one_fetch_a_later_pass_another_and_values_are_cached() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let calls = Arc::new(AtomicUsize::new(0));
-            let seen = Arc::new(Mutex::new(Vec::new()));
-            let batches = Batches::default();
-            let loader = Arc::new(BatchLoader::new(
-                counting(calls.clone(), seen.clone()),
-                Duration::ZERO,
-                &batches,
-            ));
-            let l = loader.clone();
-            let request = async move {
-                // First pass: three resolvers at once, one of them twice.
-                let (a, b, c) = futures::join!(
-                    l.load_one("a".into()),
-                    l.load_one("b".into()),
-                    l.load_many(["a".to_owned(), "missing-1".to_owned()]),
-                );
-                assert_eq!(a.unwrap().as_deref(), Some("v-a"));
-                assert_eq!(b.unwrap().as_deref(), Some("v-b"));
-                let c = c.unwrap();
-                assert_eq!(c.len(), 1);
-                assert_eq!(c["a"], "v-a");
-                // Second pass: a cached key and a new one.
-                let (a, d) = futures::join!(l.load_one("a".into()), l.load_one("d".into()));
-                assert_eq!(a.unwrap().as_deref(), Some("v-a"));
-                assert_eq!(d.unwrap().as_deref(), Some("v-d"));
-            };
-            batches.drive(request).await;
-            assert_eq!(
-                calls.load(Ordering::SeqCst),
-                2,
-                "{:?}",
-                seen.lock().unwrap()
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_pass_of_loads_is_one_fetch_a_later_pass_another_and_values_are_cached() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let batches = Batches::default();
+        let loader = Arc::new(BatchLoader::new(
+            counting(calls.clone(), seen.clone()),
+            Duration::ZERO,
+            &batches,
+        ));
+        let l = loader.clone();
+        let request = async move {
+            // First pass: three resolvers at once, one of them twice.
+            let (a, b, c) = futures::join!(
+                l.load_one("a".into()),
+                l.load_one("b".into()),
+                l.load_many(["a".to_owned(), "missing-1".to_owned()]),
             );
-            let seen = seen.lock().unwrap();
-            let mut first = seen[0].clone();
-            first.sort();
-            assert_eq!(first, ["a", "b", "missing-1"]);
-            assert_eq!(seen[1], ["d"]);
-        });
-    }
-
-    #[test]
-    fn a_window_collects_keys_without_batches() {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let calls = Arc::new(AtomicUsize::new(0));
-            let seen = Arc::new(Mutex::new(Vec::new()));
-            let loader = BatchLoader::new(
-                counting(calls.clone(), seen),
-                Duration::from_millis(5),
-                &Batches::default(),
-            );
-            let (a, b) = futures::join!(loader.load_one("a".into()), loader.load_one("b".into()));
             assert_eq!(a.unwrap().as_deref(), Some("v-a"));
             assert_eq!(b.unwrap().as_deref(), Some("v-b"));
-            assert_eq!(calls.load(Ordering::SeqCst), 1);
-        });
+            let c = c.unwrap();
+            assert_eq!(c.len(), 1);
+            assert_eq!(c["a"], "v-a");
+            // Second pass: a cached key and a new one.
+            let (a, d) = futures::join!(l.load_one("a".into()), l.load_one("d".into()));
+            assert_eq!(a.unwrap().as_deref(), Some("v-a"));
+            assert_eq!(d.unwrap().as_deref(), Some("v-d"));
+        };
+        batches.drive(request).await;
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "{:?}",
+            seen.lock().unwrap()
+        );
+        let seen = seen.lock().unwrap();
+        let mut first = seen[0].clone();
+        first.sort();
+        assert_eq!(first, ["a", "b", "missing-1"]);
+        assert_eq!(seen[1], ["d"]);
     }
 
-    #[test]
-    fn a_failed_fetch_fails_each_load_of_it() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let fetch: Fetch<String> =
-                Arc::new(|_| async { Err(async_graphql::Error::new("store down")) }.boxed());
-            let batches = Batches::default();
-            let loader = BatchLoader::new(fetch, Duration::ZERO, &batches);
-            let r = batches
-                .drive(async {
-                    futures::join!(loader.load_one("a".into()), loader.load_one("b".into()))
-                })
-                .await;
-            assert_eq!(r.0.unwrap_err().message, "store down");
-            assert_eq!(r.1.unwrap_err().message, "store down");
-        });
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_window_collects_keys_without_batches() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let loader = BatchLoader::new(
+            counting(calls.clone(), seen),
+            Duration::from_millis(5),
+            &Batches::default(),
+        );
+        let (a, b) = futures::join!(loader.load_one("a".into()), loader.load_one("b".into()));
+        assert_eq!(a.unwrap().as_deref(), Some("v-a"));
+        assert_eq!(b.unwrap().as_deref(), Some("v-b"));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_fetch_fails_each_load_of_it() {
+        let fetch: Fetch<String> =
+            Arc::new(|_| async { Err(async_graphql::Error::new("store down")) }.boxed());
+        let batches = Batches::default();
+        let loader = BatchLoader::new(fetch, Duration::ZERO, &batches);
+        let r = batches
+            .drive(async {
+                futures::join!(loader.load_one("a".into()), loader.load_one("b".into()))
+            })
+            .await;
+        assert_eq!(r.0.unwrap_err().message, "store down");
+        assert_eq!(r.1.unwrap_err().message, "store down");
     }
 }
