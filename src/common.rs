@@ -124,6 +124,18 @@ pub fn parse_time(s: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(s, &Rfc3339).ok()
 }
 
+/// The settings of every property test: 256 cases (the debug build's test
+/// run stays short), and failing inputs are written into the tests as
+/// explicit cases rather than into files.
+#[cfg(test)]
+pub(crate) fn proptest_config() -> proptest::prelude::ProptestConfig {
+    proptest::prelude::ProptestConfig {
+        cases: 256,
+        failure_persistence: None,
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -197,14 +197,6 @@ mod tests {
 
     use proptest::prelude::*;
 
-    fn config() -> ProptestConfig {
-        ProptestConfig {
-            cases: 256,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
-
     /// Input bytes: mostly text with newlines, carriage returns and bytes
     /// that are not UTF-8 (a lone continuation byte, a cut-off sequence).
     fn input() -> impl Strategy<Value = Vec<u8>> {
@@ -272,7 +264,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(crate::common::proptest_config())]
 
         /// Any bytes: one line per newline (and one for an unterminated
         /// rest), numbered from 1, text exactly when it is UTF-8, and every

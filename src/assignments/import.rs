@@ -139,14 +139,6 @@ mod tests {
 
     use super::*;
 
-    fn config() -> ProptestConfig {
-        ProptestConfig {
-            cases: 256,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
-
     const FIELDS: [&str; 5] = [
         "portalId",
         "ddbId",
@@ -156,7 +148,7 @@ mod tests {
     ];
 
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(crate::common::proptest_config())]
 
         #[test]
         fn any_line_is_a_suggestion_or_an_invalid_record(l in prop_oneof![

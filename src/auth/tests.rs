@@ -9,14 +9,6 @@ use super::*;
 
 const SECRET: &[u8] = b"a secret of the test, 32 bytes..";
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 256,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 fn now() -> u64 {
     jsonwebtoken::get_current_timestamp()
 }
@@ -100,7 +92,7 @@ fn tokens_of_another_algorithm_or_none_are_refused() {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(crate::common::proptest_config())]
 
     /// Any header: a principal only from a token this server signed, else
     /// INVALID_TOKEN (401), never a panic.

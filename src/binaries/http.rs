@@ -614,7 +614,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(crate::common::proptest_config())]
 
         /// Any `Range` value on any body: a range inside it, no range
         /// (the whole body), or unsatisfiable (416), never a panic.

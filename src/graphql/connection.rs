@@ -56,7 +56,7 @@ mod tests {
     use super::*;
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+        #![proptest_config(crate::common::proptest_config())]
 
         /// `after` is what a client sends: a cursor this server made reads
         /// back as itself, anything else is BAD_CURSOR (a 400), never a panic.

@@ -189,11 +189,7 @@ mod tests {
     };
 
     proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: 256,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        })]
+        #![proptest_config(crate::common::proptest_config())]
 
         #[test]
         fn a_merged_cursor_and_a_bucket_cursor_are_not_interchangeable(

@@ -22,15 +22,6 @@ static CURSORED: Table = Table {
 const PK: usize = 1;
 const CK: usize = 5;
 
-/// Failing inputs are written into the tests as explicit cases rather than into files.
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 256,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 fn clustering_key() -> impl Strategy<Value = Vec<Value>> {
     (
         any::<String>(),
@@ -87,7 +78,7 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(crate::common::proptest_config())]
 
     #[test]
     fn a_cursor_decodes_to_the_key_it_was_made_from(
@@ -260,7 +251,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(crate::common::proptest_config())]
 
     /// Doubles are a key type of the seam; no table keys on one today.
     #[test]
@@ -326,7 +317,7 @@ fn cursor_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(crate::common::proptest_config())]
 
     #[test]
     fn any_cursor_reads_back_as_itself(c in any_cursor()) {

@@ -377,14 +377,6 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
-    fn config() -> ProptestConfig {
-        ProptestConfig {
-            cases: 256,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
-
     /// JSON objects of the three kinds with fields present, missing or wrong,
     /// and anything at all.
     fn line() -> impl Strategy<Value = String> {
@@ -424,7 +416,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(crate::common::proptest_config())]
 
         /// Any line is a record within the schema's bounds, or a reason.
         #[test]

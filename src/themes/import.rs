@@ -314,14 +314,6 @@ mod tests {
 
     use super::*;
 
-    fn config() -> ProptestConfig {
-        ProptestConfig {
-            cases: 256,
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
-
     /// Lines near the format (records with fields missing, blank, of the
     /// wrong type) and anything at all.
     fn line() -> impl Strategy<Value = String> {
@@ -367,7 +359,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(config())]
+        #![proptest_config(crate::common::proptest_config())]
 
         /// Any line: a record whose required fields are there, or a reason.
         #[test]

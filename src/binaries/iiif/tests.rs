@@ -122,16 +122,6 @@ fn the_cache_stays_within_its_budget() {
 
 use proptest::prelude::*;
 
-/// Modest case counts keep the debug build's test run short; failing inputs
-/// are written into the tests as explicit cases rather than into files.
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 256,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 /// Strings near the grammar (digits, separators, prefixes) and anything at all.
 fn parameter_text() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -222,7 +212,7 @@ fn within_the_caps(w: u32, h: u32) -> bool {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(crate::common::proptest_config())]
 
     #[test]
     fn any_region_text_parses_or_is_a_bad_request(s in parameter_text()) {
@@ -462,7 +452,7 @@ fn image_side() -> impl Strategy<Value = u32> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(crate::common::proptest_config())]
 
     #[test]
     fn numbers_beyond_every_bound_are_bad_requests_not_overflows(
@@ -582,7 +572,7 @@ fn small_size() -> impl Strategy<Value = Size> {
 
 proptest! {
     // Each case encodes an image: fewer of them.
-    #![proptest_config(ProptestConfig { cases: 48, ..config() })]
+    #![proptest_config(ProptestConfig { cases: 48, ..crate::common::proptest_config() })]
 
     /// The pipeline itself, on a small image: whatever parses renders to an
     /// image of the computed size, or is refused as a bad request.

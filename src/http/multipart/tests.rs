@@ -16,14 +16,6 @@ const LIMITS: MultipartLimits = MultipartLimits {
 };
 const UPLOAD: &str = "mutation Up($file: Upload!, $n: Int) { upload(file: $file, n: $n) }";
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 128,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 /// One part: its name, its file name (a file part) and its bytes.
 type Part = (String, Option<String>, Vec<u8>);
 
@@ -159,7 +151,7 @@ fn part() -> impl Strategy<Value = Part> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(ProptestConfig { cases: 128, ..crate::common::proptest_config() })]
 
     /// Any sequence of parts, from any caller, cut into any pieces: a
     /// request, or a 400 or 413, never a panic or a server error.

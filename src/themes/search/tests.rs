@@ -139,14 +139,6 @@ const MARKS: &[char] = &[
     '\u{30A}', '\u{30B}', '\u{30C}', '\u{327}', '\u{328}',
 ];
 
-fn config() -> ProptestConfig {
-    ProptestConfig {
-        cases: 256,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
 /// Words of ASCII and Latin-1 letters, spaces and no-break spaces.
 fn latin1_text() -> impl Strategy<Value = String> {
     let letter = prop_oneof![
@@ -193,7 +185,7 @@ fn label_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(crate::common::proptest_config())]
 
     #[test]
     fn normalizing_twice_changes_nothing(s in any_text()) {
