@@ -217,20 +217,33 @@ impl CqlStore {
             })
     }
 
-    async fn run(
+    /// One request, counted; the driver's error as it is (see `run`).
+    async fn execute(
         &self,
         stmt: &PreparedStatement,
         values: Vec<Option<CqlValue>>,
-    ) -> Result<scylla::response::query_result::QueryResult, StoreError> {
+    ) -> Result<scylla::response::query_result::QueryResult, scylla::errors::ExecutionError> {
         metrics::store_request();
         self.session
             .get_session()
             .execute_unpaged(stmt, values)
             .await
-            .map_err(|e| {
-                tracing::warn!(error = %e, cql = stmt.get_statement(), "CQL request failed");
-                unavailable(e)
-            })
+    }
+
+    /// A failed request: logged with its statement, UNAVAILABLE to the caller.
+    fn failed(stmt: &PreparedStatement, e: scylla::errors::ExecutionError) -> StoreError {
+        tracing::warn!(error = %e, cql = stmt.get_statement(), "CQL request failed");
+        unavailable(e)
+    }
+
+    async fn run(
+        &self,
+        stmt: &PreparedStatement,
+        values: Vec<Option<CqlValue>>,
+    ) -> Result<scylla::response::query_result::QueryResult, StoreError> {
+        self.execute(stmt, values)
+            .await
+            .map_err(|e| Self::failed(stmt, e))
     }
 
     fn rows(
@@ -782,22 +795,13 @@ impl Store for CqlStore {
             }
         };
         let stmt = self.prepare(cql).await?;
-        metrics::store_request();
-        let result = match self
-            .session
-            .get_session()
-            .execute_unpaged(&stmt, values)
-            .await
-        {
+        let result = match self.execute(&stmt, values).await {
             Ok(r) => r,
             Err(e) if cas_outcome_unknown(&e) => {
                 tracing::info!(error = %e, table = table.name, "compare-and-set outcome unknown; settling it with a serial read");
                 return self.settle_unknown_cas(&cas, &key).await;
             }
-            Err(e) => {
-                tracing::warn!(error = %e, cql = stmt.get_statement(), "CQL request failed");
-                return Err(unavailable(e));
-            }
+            Err(e) => return Err(Self::failed(&stmt, e)),
         };
         let rows = result
             .into_rows_result()
