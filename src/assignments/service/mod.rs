@@ -575,17 +575,17 @@ impl Assignments {
         to: AssignmentStatus,
         enqueue: bool,
     ) -> ApiResult<Assignment> {
-        let now = self.clock.rfc3339();
         if enqueue && matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published) {
+            let queued_at = self.clock.rfc3339();
             self.store
-                .apply(vec![Mutation::upsert(queue_row(&key.ddb_id, &now))])
+                .apply(vec![Mutation::upsert(queue_row(&key.ddb_id, &queued_at))])
                 .await?;
         }
         // To the nanosecond: this proposal's own value, so that a
         // compare-and-set of unknown outcome is settled by a serial read
         // without taking a concurrent identical transition for this one
         // (`CqlStore::settle_unknown_cas`).
-        let now = self.clock.precise();
+        let modified_at = self.clock.precise();
         let mut row = Row::new(&OBJECTS_KEYWORDS);
         row.values[..OBJECTS_KEYWORDS.key_len()].clone_from_slice(
             &key.base_key()
@@ -593,7 +593,9 @@ impl Assignments {
                 .map(Some)
                 .collect::<Vec<Option<Value>>>(),
         );
-        let row = row.set("status", to.as_str()).set("modified_at", &now);
+        let row = row
+            .set("status", to.as_str())
+            .set("modified_at", &modified_at);
         let outcome = self
             .store
             .cas_then(
