@@ -379,31 +379,34 @@ fn cassandra_importers_killed_at_a_random_point_rerun_to_the_same_end_state() {
         return;
     }
     run(async {
-        let nodes = std::env::var("KARTEI_TEST_CASSANDRA").unwrap();
         // Two keyspace sets of their own (the reference and the killed run),
         // dropped at the end: one seed per run keeps the test node's memory low.
-        let sets = [
-            Arc::new(crate::support::fresh_keyspaces().await),
-            Arc::new(crate::support::fresh_keyspaces().await),
-        ];
-        let envs: Vec<String> = sets.iter().map(|s| s.env().to_owned()).collect();
-        let target = |i: usize| Target::Cluster {
-            nodes: nodes.clone(),
-            env: envs[i].clone(),
-        };
+        let sets = [own_keyspaces().await, own_keyspaces().await];
+        let target = |i: usize| sets[i].1.clone();
         let store_of = |t: &Target| -> DynStore {
             match t {
                 Target::Cluster { env, .. } => {
-                    sets[envs.iter().position(|e| e == env).unwrap()].clone()
+                    sets.iter().find(|(s, _)| s.env() == env).unwrap().0.clone()
                 }
                 Target::Dir(_) => unreachable!(),
             }
         };
         importers_killed(target(0), |_| target(1), store_of, (600, 6_000), seeds(1)).await;
-        for s in &sets {
+        for (s, _) in &sets {
             drop_keyspaces(s).await;
         }
     });
+}
+
+/// A keyspace set of the test's own on the test node, and the flags that
+/// point a command at it; drop it with [`drop_keyspaces`].
+async fn own_keyspaces() -> (Arc<kartei::store::cql::CqlStore>, Target) {
+    let set = Arc::new(crate::support::fresh_keyspaces().await);
+    let target = Target::Cluster {
+        nodes: std::env::var("KARTEI_TEST_CASSANDRA").unwrap(),
+        env: set.env().to_owned(),
+    };
+    (set, target)
 }
 
 /// Drops a test's own keyspace set, to keep the 1 GiB test node's memory
@@ -1373,12 +1376,7 @@ fn cassandra_an_upload_and_a_collection_killed_at_random_points_leave_whole_bina
     run(async {
         // Keyspaces of its own: the end state is "only the live image left",
         // which other tests' binaries on the shared keyspaces would spoil.
-        let nodes = std::env::var("KARTEI_TEST_CASSANDRA").unwrap();
-        let set = Arc::new(crate::support::fresh_keyspaces().await);
-        let target = Target::Cluster {
-            nodes,
-            env: set.env().to_owned(),
-        };
+        let (set, target) = own_keyspaces().await;
         let open = || -> DynStore { set.clone() };
         for seed in seeds(1) {
             upload_and_gc_killed(target.clone(), &open, seed).await;
