@@ -36,7 +36,9 @@ if [ -z "${KARTEI_TEST_CASSANDRA:-}" ]; then
   step "start a throwaway Cassandra node"
   own_node=1
   trap 'bash scripts/cassandra.sh stop || true' EXIT
-  bash scripts/cassandra.sh start
+  # The suite creates a few dozen keyspace sets of 47 tables each; at the
+  # script's 1 GiB default a schema change could stall past 15 s in CI.
+  KARTEI_CASSANDRA_HEAP=${KARTEI_CASSANDRA_HEAP:-2G} bash scripts/cassandra.sh start
   export KARTEI_TEST_CASSANDRA=127.0.0.1:${KARTEI_CASSANDRA_PORT:-9042}
 fi
 

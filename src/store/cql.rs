@@ -63,6 +63,12 @@ const PING_TIMEOUT: Duration = Duration::from_secs(2);
 /// to settle it (see `CqlStore::settle_unknown_cas`).
 const SETTLE_BUDGET: Duration = Duration::from_millis(600);
 
+/// How long one schema statement may take before it is sent again (a
+/// `CREATE TABLE` on a node busy with compaction took over 15 s in CI).
+const DDL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How many times an idempotent schema statement is sent before `migrate` fails.
+const DDL_ATTEMPTS: u32 = 3;
+
 /// Statements per unlogged batch of a bulk write.
 const BULK_BATCH_STATEMENTS: usize = 32;
 /// About this many bytes per unlogged batch of a bulk write (below Cassandra's
@@ -469,15 +475,46 @@ impl CqlStore {
                     .replace("${env}", &self.env)
                     .replace("${replication}", &self.replication);
                 tracing::info!(file, "applying {}", stmt.lines().next().unwrap_or_default());
-                self.session
-                    .get_session()
-                    .query_unpaged(stmt.as_str(), ())
+                self.apply_ddl(&stmt)
                     .await
                     .map_err(|e| anyhow::anyhow!("{file}: {e}\n{stmt}"))?;
             }
         }
         self.session.get_session().await_schema_agreement().await?;
         Ok(())
+    }
+
+    /// One idempotent schema statement (`CREATE ... IF NOT EXISTS`). A node
+    /// busy with other schema changes or compaction can take longer than the
+    /// request timeout to answer one, although the change goes through: the
+    /// statement gets [`DDL_TIMEOUT`], and after a timeout the schema is let
+    /// settle and the statement sent again, up to [`DDL_ATTEMPTS`] times.
+    async fn apply_ddl(&self, stmt: &str) -> Result<(), scylla::errors::ExecutionError> {
+        use scylla::errors::{ExecutionError, RequestAttemptError};
+        let mut statement = scylla::statement::unprepared::Statement::new(stmt);
+        statement.set_request_timeout(Some(DDL_TIMEOUT));
+        let session = self.session.get_session();
+        let mut attempt = 1;
+        loop {
+            match session.query_unpaged(statement.clone(), ()).await {
+                Ok(_) => return Ok(()),
+                Err(
+                    e @ (ExecutionError::RequestTimeout(_)
+                    | ExecutionError::LastAttemptError(RequestAttemptError::DbError(
+                        scylla::errors::DbError::Overloaded
+                        | scylla::errors::DbError::IsBootstrapping
+                        | scylla::errors::DbError::ReadTimeout { .. }
+                        | scylla::errors::DbError::WriteTimeout { .. },
+                        _,
+                    ))),
+                ) if attempt < DDL_ATTEMPTS => {
+                    tracing::warn!(error = %e, attempt, "schema statement timed out; retrying");
+                    let _ = session.await_schema_agreement().await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// `CREATE TABLE IF NOT EXISTS` for a declaration (tests create their probe tables with it).
@@ -509,7 +546,7 @@ impl CqlStore {
 
     /// Runs one schema statement and waits for schema agreement.
     pub async fn ddl(&self, cql: &str) -> anyhow::Result<()> {
-        self.session.get_session().query_unpaged(cql, ()).await?;
+        self.apply_ddl(cql).await?;
         self.session.get_session().await_schema_agreement().await?;
         Ok(())
     }
