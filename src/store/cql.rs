@@ -69,11 +69,18 @@ const DDL_TIMEOUT: Duration = Duration::from_secs(60);
 /// How many times an idempotent schema statement is sent before `migrate` fails.
 const DDL_ATTEMPTS: u32 = 3;
 
-/// Statements per unlogged batch of a bulk write.
-const BULK_BATCH_STATEMENTS: usize = 32;
-/// About this many bytes per unlogged batch of a bulk write (below Cassandra's
-/// default `batch_size_warn_threshold` of 5 KiB).
-const BULK_BATCH_BYTES: usize = 4 << 10;
+/// Statements per unlogged batch of a bulk write (every such batch holds
+/// rows of one partition: Cassandra applies it as one mutation).
+const BULK_BATCH_STATEMENTS: usize = 256;
+/// About this many bytes per unlogged batch of a bulk write. Cassandra's
+/// `batch_size_warn_threshold` (5 KiB) and `batch_size_fail_threshold`
+/// (50 KiB) apply only to batches spanning partitions (CASSANDRA-8825,
+/// -10876), so a one-partition batch may be larger; staying under 50 KiB
+/// keeps it under the fail threshold of servers that count it anyway. Raised
+/// from 32 statements / 4 KiB: import-vocabulary, whose search rows share
+/// partitions, went from 2,317-2,367 to 2,496-2,711 keywords/s on the test
+/// node (A/B in one session, 2026-12-04).
+const BULK_BATCH_BYTES: usize = 48 << 10;
 /// Batches of a bulk write in flight at once.
 const BULK_IN_FLIGHT: usize = 64;
 
