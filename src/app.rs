@@ -94,6 +94,9 @@ pub fn sdl() -> String {
 /// The running application: its store, services, schema and limits.
 pub struct App {
     pub schema: KarteiSchema,
+    /// What every request passes before the schema (persisted queries,
+    /// bounds, deadlines): requests run through `gate.execute(&schema, ..)`.
+    pub gate: crate::graphql::limits::Gate,
     pub auth: Arc<Auth>,
     pub store: DynStore,
     pub themes: Themes,
@@ -135,6 +138,7 @@ impl App {
             &limits,
         );
         Arc::new(App {
+            gate: crate::graphql::gate(&limits),
             schema,
             auth: Arc::new(auth),
             store,

@@ -13,9 +13,10 @@ use async_graphql::{ObjectType, Schema, SchemaBuilder, SubscriptionType};
 
 use crate::config::Limits;
 
-/// A schema builder for `query` and `mutation` with every limit applied:
-/// complexity, the parser's recursion, and [`limits::QueryBounds`] (expanded
-/// size and depth measured before validation, execution deadlines). The
+/// A schema builder for `query` and `mutation` with the engine's limits:
+/// complexity and the parser's recursion. The rest ([`limits::Gate`]:
+/// expanded size and depth measured before validation, persisted queries,
+/// execution deadlines) is applied by [`gate`] in front of the schema. The
 /// depth is ours alone: async-graphql's counts introspection too, which would
 /// refuse GraphiQL's schema query.
 pub fn bounded<Q, M, S>(
@@ -29,21 +30,20 @@ where
     M: ObjectType + 'static,
     S: SubscriptionType + 'static,
 {
-    use async_graphql::extensions::apollo_persisted_queries::{
-        ApolloPersistedQueries, LruCacheStorage,
-    };
-    // Persisted queries first: a request that names its query by hash is
-    // resolved to its document before the bounds measure it.
     Schema::build(query, mutation, subscription)
         .limit_complexity(limits.max_complexity)
         .limit_recursive_depth(64)
-        .extension(ApolloPersistedQueries::new(LruCacheStorage::new(
-            limits.apq_entries.max(1),
-        )))
-        .extension(limits::QueryBounds {
+}
+
+/// The gate every request passes before the schema `bounded` builds.
+pub fn gate(limits: &Limits) -> limits::Gate {
+    limits::Gate::new(
+        limits::QueryBounds {
             max_fields: limits.max_complexity as u64,
             max_depth: limits.max_depth as u64,
             query_timeout: std::time::Duration::from_secs(limits.request_timeout),
             mutation_timeout: std::time::Duration::from_secs(limits.mutation_timeout),
-        })
+        },
+        limits.apq_entries,
+    )
 }

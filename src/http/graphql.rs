@@ -423,7 +423,7 @@ pub async fn execute_in_process(
 ) -> GqlResponse {
     let batches = Batches::default();
     let request = with_loaders(app, request.data(principal), &batches);
-    batches.drive(app.schema.execute(request)).await
+    batches.drive(app.gate.execute(&app.schema, request)).await
 }
 
 /// Runs a request and answers it in `media`.
@@ -436,7 +436,7 @@ async fn execute(
     let operation = request.operation_name.clone();
     let batches = Batches::default();
     let request = with_loaders(app, request.data(principal), &batches);
-    let mut response = batches.drive(app.schema.execute(request)).await;
+    let mut response = batches.drive(app.gate.execute(&app.schema, request)).await;
     // Parse, validation and limit errors come from the engine without a code.
     for err in &mut response.errors {
         let ext = err

@@ -73,7 +73,9 @@ impl Executor for Live {
     async fn execute(&self, request: Request) -> Response {
         let batches = Batches::default();
         let request = super::graphql::with_loaders(&self.0, request, &batches);
-        batches.drive(self.0.schema.execute(request)).await
+        batches
+            .drive(self.0.gate.execute(&self.0.schema, request))
+            .await
     }
 
     fn execute_stream(
@@ -81,14 +83,26 @@ impl Executor for Live {
         request: Request,
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
-        let batches = Batches::default();
-        let request = super::graphql::with_loaders(&self.0, request, &batches);
-        batches
-            .drive(
-                self.0
-                    .schema
-                    .execute_stream_with_session_data(request, session_data.unwrap_or_default()),
-            )
+        // The gate first (persisted query, bounds, GET); a refusal is the
+        // stream's one response. The deadline is for requests, not for a
+        // subscription that is meant to stay open.
+        let app = self.0.clone();
+        futures::stream::once(async move { app.gate.admit(request).await.map(|(r, _)| (app, r)) })
+            .flat_map(move |admitted| match admitted {
+                Err(e) => {
+                    futures::stream::once(async move { Response::from_errors(vec![e]) }).boxed()
+                }
+                Ok((app, request)) => {
+                    let batches = Batches::default();
+                    let request = super::graphql::with_loaders(&app, request, &batches);
+                    batches
+                        .drive(app.schema.execute_stream_with_session_data(
+                            request,
+                            session_data.clone().unwrap_or_default(),
+                        ))
+                        .boxed()
+                }
+            })
             .boxed()
     }
 }

@@ -291,6 +291,38 @@ async fn hostile_websocket_clients_are_cut_off(engine: Engine) {
     drop(ws);
     healthy(&srv).await;
 
+    // A subscription whose fragments double at each level: refused by its
+    // expanded size before the engine walks it, and the socket stays open.
+    let (mut ws, acked) = connect(&srv.url, None).await;
+    assert!(acked);
+    let mut bomb =
+        String::from("subscription { ...f24 } fragment f0 on Subscription { __typename }");
+    for i in 1..=24 {
+        bomb.push_str(&format!(
+            " fragment f{i} on Subscription {{ ...f{p} ...f{p} }}",
+            p = i - 1
+        ));
+    }
+    subscribe(&mut ws, "1", &bomb, json!({})).await;
+    let m = next_message(&mut ws).await.expect("an answer, not a close");
+    let text = m.to_string();
+    assert!(
+        matches!(m["type"].as_str(), Some("error" | "next"))
+            && text.contains("once its fragments are expanded"),
+        "{m:#}"
+    );
+    ws.send(Message::text(r#"{"type":"ping"}"#))
+        .await
+        .expect("ping");
+    // The refused operation's `complete` may come first.
+    let mut pong = next_message(&mut ws).await.expect("the socket is open");
+    if pong["type"] == "complete" {
+        pong = next_message(&mut ws).await.expect("the socket is open");
+    }
+    assert_eq!(pong["type"], "pong", "{pong:#}");
+    drop(ws);
+    healthy(&srv).await;
+
     // Three sockets are the bound; the fourth upgrade is refused, and
     // accepted again once one closes.
     let mut held = Vec::new();
