@@ -489,72 +489,44 @@ impl Store for EmbeddedStore {
     }
 
     async fn slice(&self, table: &'static Table, s: &Slice) -> Result<Page, StoreError> {
-        check_slice(table, s)?;
-        let fp = slice_fingerprint(table, s);
-        let pk = table.partition_key.len();
-        let (start, end) = slice_range(table, s)?;
-        let after = match &s.after {
-            Some(c) => {
-                let ck = c.key(table, fp, pk, table.clustering.len())?;
-                let mut full = s.partition.clone();
-                full.extend(ck);
-                Some(key::encode(table, &full)?)
-            }
-            None => None,
-        };
-        let (reverse, limit) = (s.reverse, s.limit);
+        let range = SliceRange::of(table, s)?;
         let rows = self
             .blocking(move |db| {
                 let txn = db.begin_read().map_err(db_err)?;
                 let rows = txn.open_table(ROWS).map_err(db_err)?;
-                let now = now_ms();
-                let mut lo = RBound::Included(start.as_slice());
-                let mut hi = match &end {
-                    Some(e) => RBound::Excluded(e.as_slice()),
-                    None => RBound::Unbounded,
-                };
-                if let Some(a) = &after {
-                    if reverse {
-                        hi = RBound::Excluded(a.as_slice());
-                    } else {
-                        lo = RBound::Excluded(a.as_slice());
-                    }
-                }
-                if let (RBound::Included(l) | RBound::Excluded(l), RBound::Excluded(h)) = (lo, hi)
-                    && l >= h
-                {
-                    return Ok(Vec::new());
-                }
-                let range = rows.range::<&[u8]>((lo, hi)).map_err(db_err)?;
-                let mut out = Vec::new();
-                let mut push = |entry: Result<
-                    (redb::AccessGuard<&[u8]>, redb::AccessGuard<&[u8]>),
-                    redb::StorageError,
-                >|
-                 -> Result<bool, StoreError> {
-                    let (_, v) = entry.map_err(db_err)?;
-                    if !expired(v.value(), now) {
-                        out.push(decode_row(table, v.value())?);
-                    }
-                    Ok(out.len() > limit)
-                };
-                if reverse {
-                    for e in range.rev() {
-                        if push(e)? {
-                            break;
-                        }
-                    }
-                } else {
-                    for e in range {
-                        if push(e)? {
-                            break;
-                        }
-                    }
-                }
-                Ok(out)
+                range.read(&rows, table, now_ms())
             })
             .await?;
-        page(table, fp, rows, s.limit)
+        page(table, slice_fingerprint(table, s), rows, s.limit)
+    }
+
+    /// All slices in one read transaction on one blocking-pool thread: a
+    /// merged read of 32 buckets is one hop to the pool, not 32.
+    async fn slice_many(
+        &self,
+        table: &'static Table,
+        slices: &[Slice],
+    ) -> Result<Vec<Page>, StoreError> {
+        let ranges = slices
+            .iter()
+            .map(|s| SliceRange::of(table, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let read = self
+            .blocking(move |db| {
+                let txn = db.begin_read().map_err(db_err)?;
+                let rows = txn.open_table(ROWS).map_err(db_err)?;
+                let now = now_ms();
+                ranges
+                    .iter()
+                    .map(|r| r.read(&rows, table, now))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await?;
+        slices
+            .iter()
+            .zip(read)
+            .map(|(s, rows)| page(table, slice_fingerprint(table, s), rows, s.limit))
+            .collect()
     }
 
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
@@ -667,6 +639,100 @@ impl Store for EmbeddedStore {
 }
 
 /// Cuts `limit + 1` fetched rows to a page with a cursor when a row was left over.
+/// One item of a range over the rows table.
+type RangeEntry<'a> = Result<
+    (
+        redb::AccessGuard<'a, &'static [u8]>,
+        redb::AccessGuard<'a, &'static [u8]>,
+    ),
+    redb::StorageError,
+>;
+
+/// One slice as a key range of the rows table, checked and encoded (outside
+/// the blocking pool), read by [`SliceRange::read`] inside a transaction.
+struct SliceRange {
+    start: Vec<u8>,
+    end: Option<Vec<u8>>,
+    after: Option<Vec<u8>>,
+    reverse: bool,
+    limit: usize,
+}
+
+impl SliceRange {
+    fn of(table: &'static Table, s: &Slice) -> Result<SliceRange, StoreError> {
+        check_slice(table, s)?;
+        let fp = slice_fingerprint(table, s);
+        let pk = table.partition_key.len();
+        let (start, end) = slice_range(table, s)?;
+        let after = match &s.after {
+            Some(c) => {
+                let ck = c.key(table, fp, pk, table.clustering.len())?;
+                let mut full = s.partition.clone();
+                full.extend(ck);
+                Some(key::encode(table, &full)?)
+            }
+            None => None,
+        };
+        Ok(SliceRange {
+            start,
+            end,
+            after,
+            reverse: s.reverse,
+            limit: s.limit,
+        })
+    }
+
+    /// Up to `limit + 1` live rows of the range (one more tells whether more follow).
+    fn read(
+        &self,
+        rows: &redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
+        table: &'static Table,
+        now: u64,
+    ) -> Result<Vec<Row>, StoreError> {
+        let mut lo = RBound::Included(self.start.as_slice());
+        let mut hi = match &self.end {
+            Some(e) => RBound::Excluded(e.as_slice()),
+            None => RBound::Unbounded,
+        };
+        if let Some(a) = &self.after {
+            if self.reverse {
+                hi = RBound::Excluded(a.as_slice());
+            } else {
+                lo = RBound::Excluded(a.as_slice());
+            }
+        }
+        if let (RBound::Included(l) | RBound::Excluded(l), RBound::Excluded(h)) = (lo, hi)
+            && l >= h
+        {
+            return Ok(Vec::new());
+        }
+        let range = rows.range::<&[u8]>((lo, hi)).map_err(db_err)?;
+        let mut out = Vec::new();
+        let limit = self.limit;
+        let mut push = |entry: RangeEntry<'_>| -> Result<bool, StoreError> {
+            let (_, v) = entry.map_err(db_err)?;
+            if !expired(v.value(), now) {
+                out.push(decode_row(table, v.value())?);
+            }
+            Ok(out.len() > limit)
+        };
+        if self.reverse {
+            for e in range.rev() {
+                if push(e)? {
+                    break;
+                }
+            }
+        } else {
+            for e in range {
+                if push(e)? {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
 pub(crate) fn page(
     table: &'static Table,
     fp: u64,
