@@ -707,6 +707,12 @@ async fn server_killed(target: Target, seed: u64, keywords: usize, atomic: bool)
         server.url.clone(),
         runs.clone(),
     )));
+    // The random point counts from the first acknowledged write: a loaded
+    // machine (CI) can take longer than the shortest delay to answer one.
+    let first = std::time::Instant::now();
+    while ledger.lock().unwrap().acked.is_empty() && first.elapsed() < Duration::from_secs(60) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let at = Duration::from_millis(rng.between(400, 2_500));
     tokio::time::sleep(at).await;
     server.kill();
