@@ -117,25 +117,23 @@ pub async fn merged_slice(
     // rounds at most; one bucket drained at a time would be a round each).
     let mut wanting: Vec<usize> = (0..sources.len()).collect();
     let order = loop {
-        if !wanting.is_empty() {
-            let slices: Vec<Slice> = wanting
-                .iter()
-                .map(|&i| {
-                    let s = &sources[i];
-                    let mut slice = s.slice.clone();
-                    slice.after = s.next.clone();
-                    slice.limit = s.chunk.min(limit + 1);
-                    slice
-                })
-                .collect();
-            let pages = store.slice_many(table, &slices).await?;
-            for (&i, page) in wanting.iter().zip(pages) {
-                let s = &mut sources[i];
-                s.chunk = s.chunk.saturating_mul(2);
-                s.next = page.next;
-                for r in page.rows {
-                    s.rows.push_back((clustering_bytes(table, &r)?, r));
-                }
+        let slices: Vec<Slice> = wanting
+            .iter()
+            .map(|&i| {
+                let s = &sources[i];
+                let mut slice = s.slice.clone();
+                slice.after = s.next.clone();
+                slice.limit = s.chunk.min(limit + 1);
+                slice
+            })
+            .collect();
+        let pages = store.slice_many(table, &slices).await?;
+        for (&i, page) in wanting.iter().zip(pages) {
+            let s = &mut sources[i];
+            s.chunk = s.chunk.saturating_mul(2);
+            s.next = page.next;
+            for r in page.rows {
+                s.rows.push_back((clustering_bytes(table, &r)?, r));
             }
         }
         // Every read row as (source, position), in page order; ties go to

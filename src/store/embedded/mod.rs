@@ -489,15 +489,10 @@ impl Store for EmbeddedStore {
     }
 
     async fn slice(&self, table: &'static Table, s: &Slice) -> Result<Page, StoreError> {
-        let range = SliceRange::of(table, s)?;
-        let rows = self
-            .blocking(move |db| {
-                let txn = db.begin_read().map_err(db_err)?;
-                let rows = txn.open_table(ROWS).map_err(db_err)?;
-                range.read(&rows, table, now_ms())
-            })
-            .await?;
-        page(table, slice_fingerprint(table, s), rows, s.limit)
+        let mut pages = self.slice_many(table, std::slice::from_ref(s)).await?;
+        pages
+            .pop()
+            .ok_or_else(|| StoreError::Internal("a slice read no page".into()))
     }
 
     /// All slices in one read transaction on one blocking-pool thread: a
@@ -511,6 +506,7 @@ impl Store for EmbeddedStore {
             .iter()
             .map(|s| SliceRange::of(table, s))
             .collect::<Result<Vec<_>, _>>()?;
+        let fingerprints: Vec<u64> = ranges.iter().map(|r| r.fp).collect();
         let read = self
             .blocking(move |db| {
                 let txn = db.begin_read().map_err(db_err)?;
@@ -524,8 +520,9 @@ impl Store for EmbeddedStore {
             .await?;
         slices
             .iter()
+            .zip(fingerprints)
             .zip(read)
-            .map(|(s, rows)| page(table, slice_fingerprint(table, s), rows, s.limit))
+            .map(|((s, fp), rows)| page(table, fp, rows, s.limit))
             .collect()
     }
 
@@ -638,7 +635,6 @@ impl Store for EmbeddedStore {
     }
 }
 
-/// Cuts `limit + 1` fetched rows to a page with a cursor when a row was left over.
 /// One item of a range over the rows table.
 type RangeEntry<'a> = Result<
     (
@@ -651,6 +647,8 @@ type RangeEntry<'a> = Result<
 /// One slice as a key range of the rows table, checked and encoded (outside
 /// the blocking pool), read by [`SliceRange::read`] inside a transaction.
 struct SliceRange {
+    /// The slice's fingerprint (its cursors carry it).
+    fp: u64,
     start: Vec<u8>,
     end: Option<Vec<u8>>,
     after: Option<Vec<u8>>,
@@ -674,6 +672,7 @@ impl SliceRange {
             None => None,
         };
         Ok(SliceRange {
+            fp,
             start,
             end,
             after,
@@ -733,6 +732,7 @@ impl SliceRange {
     }
 }
 
+/// Cuts `limit + 1` fetched rows to a page with a cursor when a row was left over.
 pub(crate) fn page(
     table: &'static Table,
     fp: u64,
