@@ -100,11 +100,15 @@ impl Gate {
     /// `request` with its persisted query resolved and its document parsed
     /// and within bounds, and the type of the operation it will run.
     pub async fn admit(&self, request: Request) -> ServerResult<(Request, OperationType)> {
-        let mut request = self.persisted_query(request).await?;
+        let (mut request, keep_as) = self.persisted_query(request).await?;
         let name = request.operation_name.clone();
         let name = name.as_deref();
         let doc = request.parsed_query()?;
         check(doc, &self.bounds)?;
+        // Kept only once measured: a persisted document is one that passed.
+        if let Some(hash) = keep_as {
+            self.persisted.set(hash, doc.clone()).await;
+        }
         let ty = doc
             .operations
             .iter()
@@ -120,10 +124,13 @@ impl Gate {
     /// `persistedQuery: {version: 1, sha256Hash}` and no query runs the
     /// document stored under that hash (else `PersistedQueryNotFound`, upon
     /// which the client sends the text too); one with a query whose hash
-    /// matches stores it.
-    async fn persisted_query(&self, mut request: Request) -> ServerResult<Request> {
+    /// matches is to be kept under it (the hash returned beside it).
+    async fn persisted_query(
+        &self,
+        mut request: Request,
+    ) -> ServerResult<(Request, Option<String>)> {
         let Some(value) = request.extensions.remove("persistedQuery") else {
-            return Ok(request);
+            return Ok((request, None));
         };
         #[derive(serde::Deserialize)]
         struct PersistedQuery {
@@ -148,17 +155,13 @@ impl Gate {
                 return Err(ServerError::new("PersistedQueryNotFound", None));
             };
             request.set_parsed_query(doc);
-            return Ok(request);
+            return Ok((request, None));
         }
         let hash = format!("{:x}", Sha256::digest(request.query.as_bytes()));
         if pq.sha256_hash != hash {
             return Err(ServerError::new("provided sha does not match query", None));
         }
-        // Measured before it is kept: a persisted document is one that passed.
-        let doc = request.parsed_query()?.clone();
-        check(&doc, &self.bounds)?;
-        self.persisted.set(hash, doc).await;
-        Ok(request)
+        Ok((request, Some(hash)))
     }
 }
 

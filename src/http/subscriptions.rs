@@ -18,7 +18,7 @@ use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::response::{IntoResponse, Response as HttpResponse};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 
 use crate::app::App;
 use crate::graphql::batch::Batches;
@@ -83,26 +83,26 @@ impl Executor for Live {
         request: Request,
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
-        // The gate first (persisted query, bounds, GET); a refusal is the
+        // The gate first (persisted query, bounds); a refusal is the
         // stream's one response. The deadline is for requests, not for a
         // subscription that is meant to stay open.
         let app = self.0.clone();
-        futures::stream::once(async move { app.gate.admit(request).await.map(|(r, _)| (app, r)) })
-            .flat_map(move |admitted| match admitted {
-                Err(e) => {
-                    futures::stream::once(async move { Response::from_errors(vec![e]) }).boxed()
-                }
-                Ok((app, request)) => {
+        async move {
+            match app.gate.admit(request).await {
+                Err(e) => futures::stream::iter([Response::from_errors(vec![e])]).boxed(),
+                Ok((request, _)) => {
                     let batches = Batches::default();
                     let request = super::graphql::with_loaders(&app, request, &batches);
                     batches
                         .drive(app.schema.execute_stream_with_session_data(
                             request,
-                            session_data.clone().unwrap_or_default(),
+                            session_data.unwrap_or_default(),
                         ))
                         .boxed()
                 }
-            })
-            .boxed()
+            }
+        }
+        .flatten_stream()
+        .boxed()
     }
 }
