@@ -16,7 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::support::{
-    Engine, Faulty, SECRET, run, serve_store, store, test_binary_args, test_limits, uid,
+    Engine, Faulty, SECRET, doubling_fragments, run, serve_store, store, test_binary_args,
+    test_limits, uid,
 };
 
 /// What any hostile case may cost the server at most.
@@ -311,14 +312,10 @@ fn hostile_inputs_get_bounded_typed_answers() {
 
         // D1: each fragment spreads the previous one twice (2^29 field visits).
         srv.case("D1 fragment fan-out", async {
-            let mut q = String::from("{portals{...F29}} fragment F0 on Category{id label}");
-            for i in 1..30 {
-                q.push_str(&format!(
-                    " fragment F{i} on Category{{...F{} ...F{}}}",
-                    i - 1,
-                    i - 1
-                ));
-            }
+            let q = format!(
+                "{{portals{{...F29}}}} {}",
+                doubling_fragments("Category", "id label", 30)
+            );
             let (_, r) = srv.gql(&q, None).await;
             assert_eq!(code(&r), "BAD_USER_INPUT", "{r}");
             assert!(

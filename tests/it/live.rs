@@ -295,14 +295,10 @@ async fn hostile_websocket_clients_are_cut_off(engine: Engine) {
     // expanded size before the engine walks it, and the socket stays open.
     let (mut ws, acked) = connect(&srv.url, None).await;
     assert!(acked);
-    let mut bomb =
-        String::from("subscription { ...f24 } fragment f0 on Subscription { __typename }");
-    for i in 1..=24 {
-        bomb.push_str(&format!(
-            " fragment f{i} on Subscription {{ ...f{p} ...f{p} }}",
-            p = i - 1
-        ));
-    }
+    let bomb = format!(
+        "subscription {{ ...F24 }} {}",
+        doubling_fragments("Subscription", "__typename", 25)
+    );
     subscribe(&mut ws, "1", &bomb, json!({})).await;
     let m = next_message(&mut ws).await.expect("an answer, not a close");
     let text = m.to_string();

@@ -68,6 +68,19 @@ pub fn cassandra_off() -> bool {
     }
 }
 
+/// Fragments `F0` to `F{levels - 1}` on `ty`, each spreading the one before
+/// twice: `...F{levels - 1}` expands to 2^(levels - 1) copies of `base`.
+pub fn doubling_fragments(ty: &str, base: &str, levels: usize) -> String {
+    let mut q = format!("fragment F0 on {ty} {{ {base} }}");
+    for i in 1..levels {
+        q.push_str(&format!(
+            " fragment F{i} on {ty} {{ ...F{p} ...F{p} }}",
+            p = i - 1
+        ));
+    }
+    q
+}
+
 pub fn uid() -> String {
     let mut b = [0u8; 6];
     getrandom::fill(&mut b).expect("random");
