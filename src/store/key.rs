@@ -2,7 +2,7 @@
 //! engine: comparing encoded keys byte by byte orders rows exactly as Cassandra
 //! orders them inside a partition (descending clustering columns are inverted).
 
-use super::{Order, StoreError, Table, Value};
+use super::{ColumnType, Order, StoreError, Table, Value};
 
 /// Appends one component. Text and blobs escape 0x00 as 0x00 0xFF and end with
 /// 0x00 0x01, so no encoding is a prefix of another and order is kept.
@@ -73,6 +73,100 @@ pub fn order_of(table: &Table, i: usize) -> Order {
     }
 }
 
+/// The length of [`table_prefix`]'s bytes: a keyspace and a table name hold
+/// no 0x00, so each is its bytes and the two-byte end.
+fn prefix_len(table: &Table) -> usize {
+    table.keyspace.prefix().len() + table.name.len() + 4
+}
+
+/// The key values of one of `table`'s full keys as [`encode`] wrote them: the
+/// inverse of `encode`, for the engine's rows that keep their key columns
+/// only in the key. An error (never a panic) for bytes that are no such key.
+pub fn decode(table: &'static Table, key: &[u8]) -> Result<Vec<Value>, StoreError> {
+    let corrupt = |what: &str| {
+        StoreError::Internal(format!("{}: stored key is corrupt ({what})", table.name))
+    };
+    let mut rest = key
+        .get(prefix_len(table)..)
+        .ok_or_else(|| corrupt("short"))?;
+    let mut out = Vec::with_capacity(table.key_len());
+    for i in 0..table.key_len() {
+        let flip = if order_of(table, i) == Order::Desc {
+            0xFF
+        } else {
+            0
+        };
+        let ty = table.column(i).ty;
+        let v = match ty {
+            ColumnType::Text => {
+                let b = unescape(&mut rest, flip).ok_or_else(|| corrupt("text"))?;
+                Value::Text(String::from_utf8(b).map_err(|_| corrupt("text"))?)
+            }
+            ColumnType::Blob => {
+                Value::Blob(unescape(&mut rest, flip).ok_or_else(|| corrupt("blob"))?)
+            }
+            ColumnType::Boolean => match fixed::<1>(&mut rest, flip) {
+                Some([0]) => Value::Boolean(false),
+                Some([1]) => Value::Boolean(true),
+                _ => return Err(corrupt("boolean")),
+            },
+            ColumnType::Int => {
+                let b = fixed::<4>(&mut rest, flip).ok_or_else(|| corrupt("int"))?;
+                Value::Int((u32::from_be_bytes(b) ^ 0x8000_0000) as i32)
+            }
+            ColumnType::BigInt => {
+                let b = fixed::<8>(&mut rest, flip).ok_or_else(|| corrupt("bigint"))?;
+                Value::BigInt((u64::from_be_bytes(b) ^ 0x8000_0000_0000_0000) as i64)
+            }
+            ColumnType::Double => {
+                let b = fixed::<8>(&mut rest, flip).ok_or_else(|| corrupt("double"))?;
+                let ordered = u64::from_be_bytes(b);
+                let bits = if ordered >> 63 == 1 {
+                    ordered ^ (1 << 63)
+                } else {
+                    !ordered
+                };
+                Value::Double(f64::from_bits(bits))
+            }
+            ColumnType::TextList => return Err(corrupt("a list in a key")),
+        };
+        out.push(v);
+    }
+    if !rest.is_empty() {
+        return Err(corrupt("trailing bytes"));
+    }
+    Ok(out)
+}
+
+/// Takes `N` bytes (each XOR `flip`) off the front of `rest`.
+fn fixed<const N: usize>(rest: &mut &[u8], flip: u8) -> Option<[u8; N]> {
+    let (head, tail) = rest.split_first_chunk::<N>()?;
+    *rest = tail;
+    Some(head.map(|b| b ^ flip))
+}
+
+/// Takes one escaped text or blob component (its bytes XOR `flip`) off the
+/// front of `rest`; `None` when it has no proper end.
+fn unescape(rest: &mut &[u8], flip: u8) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut bytes = rest.iter().map(|b| b ^ flip).enumerate();
+    while let Some((_, b)) = bytes.next() {
+        if b != 0 {
+            out.push(b);
+            continue;
+        }
+        match bytes.next()? {
+            (i, 1) => {
+                *rest = &rest[i + 1..];
+                return Some(out);
+            }
+            (_, 0xFF) => out.push(0),
+            _ => return None,
+        }
+    }
+    None
+}
+
 /// The smallest byte string greater than every string that starts with `prefix`.
 pub fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut out = prefix.to_vec();
@@ -88,6 +182,8 @@ pub fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::col;
+    use proptest::prelude::*;
 
     fn enc(v: Value, o: Order) -> Vec<u8> {
         let mut out = Vec::new();
@@ -139,6 +235,60 @@ mod tests {
             .map(|t| enc(Value::from(*t), Order::Desc))
             .collect();
         assert!(desc_t.windows(2).all(|w| w[0] > w[1]));
+    }
+
+    static K: Table = Table {
+        keyspace: crate::store::Keyspace::Themes,
+        name: "key_test",
+        partition_key: &[col("t", ColumnType::Text), col("n", ColumnType::Int)],
+        clustering: &[
+            (col("d", ColumnType::Text), Order::Desc),
+            (col("b", ColumnType::BigInt), Order::Desc),
+            (col("f", ColumnType::Double), Order::Asc),
+            (col("g", ColumnType::Double), Order::Desc),
+            (col("x", ColumnType::Boolean), Order::Asc),
+            (col("y", ColumnType::Blob), Order::Desc),
+        ],
+        columns: &[],
+    };
+
+    /// Doubles compared by their bits: NaN is not equal to itself.
+    fn comparable(v: &[Value]) -> Vec<String> {
+        v.iter()
+            .map(|v| match v {
+                Value::Double(d) => format!("{:x}", d.to_bits()),
+                v => format!("{v:?}"),
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(crate::common::proptest_config())]
+
+        #[test]
+        fn decode_inverts_encode(
+            t in ".*", n in any::<i32>(), d in ".*", b in any::<i64>(),
+            f in any::<f64>(), g in any::<f64>(), x in any::<bool>(),
+            y in proptest::collection::vec(any::<u8>(), 0..40),
+        ) {
+            let key = vec![
+                Value::Text(t), Value::Int(n), Value::Text(d), Value::BigInt(b),
+                Value::Double(f), Value::Double(g), Value::Boolean(x), Value::Blob(y),
+            ];
+            let bytes = encode(&K, &key).unwrap();
+            let back = decode(&K, &bytes).unwrap();
+            prop_assert_eq!(comparable(&back), comparable(&key));
+        }
+
+        #[test]
+        fn decoding_garbage_is_an_error_not_a_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..80),
+        ) {
+            let mut key = table_prefix(&K);
+            key.extend_from_slice(&bytes);
+            let _ = decode(&K, &key);
+            let _ = decode(&K, &bytes);
+        }
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! How the embedded engine stores a row's values.
 //!
-//! A stored value is `expires_at_ms (u64 BE, 0 = never)` followed by the row's
-//! columns. Rows written before this format hold JSON (`[...]`, so the byte
-//! after the expiry is `[`); they are still read. New rows are binary: the
-//! version byte 1, then per column a tag and its payload, lengths as LEB128.
-//! An assignment row takes about 40 % of its JSON size, a blob its own size
-//! (JSON needed base64).
+//! A row written now is `2`, its expiry (`expires_at_ms` as LEB128, 0 =
+//! never), then its non-key columns, each a tag and its payload (lengths as
+//! LEB128): the key columns are in the row's key already, and are read back
+//! from it (`key::decode`). Rows of earlier versions start with the expiry as
+//! a u64 BE (so with 0x00: no expiry is 2^56 ms away) and hold every column:
+//! binary (`1`, then the columns) or JSON (`[...]`). Both are still read. An
+//! assignment row takes about 40 % of its JSON size in format 1 and less again
+//! in format 2; a blob takes its own size (JSON needed base64).
 
-use super::super::{Row, StoreError, Table, Value};
+use super::super::{Row, StoreError, Table, Value, key};
 
 const BINARY_V1: u8 = 1;
+const BINARY_V2: u8 = 2;
 
 const NULL: u8 = 0;
 const TEXT: u8 = 1;
@@ -26,8 +29,8 @@ fn corrupt(table: &Table, what: &str) -> StoreError {
 }
 
 pub(super) fn encode(row: &Row, expires: u64) -> Vec<u8> {
-    let size: usize = row
-        .values
+    let columns = row.values.get(row.table.key_len()..).unwrap_or_default();
+    let size: usize = columns
         .iter()
         .map(|v| match v {
             Some(Value::Text(s)) => s.len() + 3,
@@ -36,10 +39,10 @@ pub(super) fn encode(row: &Row, expires: u64) -> Vec<u8> {
             _ => 9,
         })
         .sum();
-    let mut out = Vec::with_capacity(9 + size);
-    out.extend_from_slice(&expires.to_be_bytes());
-    out.push(BINARY_V1);
-    for v in &row.values {
+    let mut out = Vec::with_capacity(11 + size);
+    out.push(BINARY_V2);
+    varint(&mut out, expires);
+    for v in columns {
         match v {
             None => out.push(NULL),
             Some(Value::Text(s)) => {
@@ -88,6 +91,18 @@ fn bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+/// A LEB128 number at the front of `buf` and its length in bytes.
+fn read_varint(buf: &[u8]) -> Option<(u64, usize)> {
+    let mut n: u64 = 0;
+    for (i, b) in buf.iter().take(10).enumerate() {
+        n |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((n, i + 1));
+        }
+    }
+    None
+}
+
 struct Reader<'a> {
     buf: &'a [u8],
     table: &'static Table,
@@ -106,15 +121,42 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn varint(&mut self) -> Result<usize, StoreError> {
-        let mut n: u64 = 0;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            n |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return usize::try_from(n).map_err(|_| corrupt(self.table, "length"));
+        usize::try_from(self.varint64()?).map_err(|_| corrupt(self.table, "length"))
+    }
+    fn varint64(&mut self) -> Result<u64, StoreError> {
+        let (n, len) = read_varint(self.buf).ok_or_else(|| corrupt(self.table, "varint"))?;
+        self.buf = &self.buf[len..];
+        Ok(n)
+    }
+    /// The tagged columns up to the end, appended to `values`.
+    fn columns(&mut self, values: &mut Vec<Option<Value>>) -> Result<(), StoreError> {
+        while !self.buf.is_empty() {
+            if values.len() >= self.table.width() {
+                return Err(corrupt(self.table, "too many columns"));
             }
+            values.push(match self.byte()? {
+                NULL => None,
+                TEXT => Some(Value::Text(self.text()?)),
+                INT => Some(Value::Int(i32::from_be_bytes(self.array()?))),
+                BIGINT => Some(Value::BigInt(i64::from_be_bytes(self.array()?))),
+                DOUBLE => Some(Value::Double(f64::from_bits(u64::from_be_bytes(
+                    self.array()?,
+                )))),
+                FALSE => Some(Value::Boolean(false)),
+                TRUE => Some(Value::Boolean(true)),
+                BLOB => Some(Value::Blob(self.bytes()?.to_vec())),
+                TEXT_LIST => {
+                    let n = self.varint()?;
+                    let mut l = Vec::with_capacity(n.min(1024));
+                    for _ in 0..n {
+                        l.push(self.text()?);
+                    }
+                    Some(Value::TextList(l))
+                }
+                _ => return Err(corrupt(self.table, "tag")),
+            });
         }
-        Err(corrupt(self.table, "length"))
+        Ok(())
     }
     fn bytes(&mut self) -> Result<&'a [u8], StoreError> {
         let n = self.varint()?;
@@ -130,43 +172,49 @@ impl<'a> Reader<'a> {
     }
 }
 
-pub(super) fn decode(table: &'static Table, value: &[u8]) -> Result<Row, StoreError> {
-    let body = value.get(8..).ok_or_else(|| corrupt(table, "no expiry"))?;
-    let values: Vec<Option<Value>> = match body.first() {
-        Some(&BINARY_V1) => {
+/// When the row stored as `value` expires (ms since the epoch; 0 = never).
+pub(super) fn expires_at(value: &[u8]) -> u64 {
+    match value.first() {
+        Some(&BINARY_V2) => read_varint(&value[1..]).map_or(0, |(n, _)| n),
+        _ => value
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0),
+    }
+}
+
+/// The row stored under `key` as `value`.
+pub(super) fn decode(table: &'static Table, key: &[u8], value: &[u8]) -> Result<Row, StoreError> {
+    let values: Vec<Option<Value>> = match value.first() {
+        Some(&BINARY_V2) => {
             let mut r = Reader {
-                buf: &body[1..],
+                buf: &value[1..],
                 table,
             };
-            let mut values = Vec::with_capacity(table.width());
-            while !r.buf.is_empty() {
-                values.push(match r.byte()? {
-                    NULL => None,
-                    TEXT => Some(Value::Text(r.text()?)),
-                    INT => Some(Value::Int(i32::from_be_bytes(r.array()?))),
-                    BIGINT => Some(Value::BigInt(i64::from_be_bytes(r.array()?))),
-                    DOUBLE => Some(Value::Double(f64::from_bits(u64::from_be_bytes(
-                        r.array()?,
-                    )))),
-                    FALSE => Some(Value::Boolean(false)),
-                    TRUE => Some(Value::Boolean(true)),
-                    BLOB => Some(Value::Blob(r.bytes()?.to_vec())),
-                    TEXT_LIST => {
-                        let n = r.varint()?;
-                        let mut l = Vec::with_capacity(n.min(1024));
-                        for _ in 0..n {
-                            l.push(r.text()?);
-                        }
-                        Some(Value::TextList(l))
-                    }
-                    _ => return Err(corrupt(table, "tag")),
-                });
-            }
+            r.varint64()?;
+            let mut values: Vec<Option<Value>> = Vec::with_capacity(table.width());
+            values.extend(key::decode(table, key)?.into_iter().map(Some));
+            r.columns(&mut values)?;
             values
         }
-        // Rows written by earlier versions.
-        Some(b'[') => serde_json::from_slice(body).map_err(|_| corrupt(table, "json"))?,
-        _ => return Err(corrupt(table, "format")),
+        _ => {
+            let body = value.get(8..).ok_or_else(|| corrupt(table, "no expiry"))?;
+            match body.first() {
+                Some(&BINARY_V1) => {
+                    let mut r = Reader {
+                        buf: &body[1..],
+                        table,
+                    };
+                    let mut values = Vec::with_capacity(table.width());
+                    r.columns(&mut values)?;
+                    values
+                }
+                // Rows written by the first versions.
+                Some(b'[') => serde_json::from_slice(body).map_err(|_| corrupt(table, "json"))?,
+                _ => return Err(corrupt(table, "format")),
+            }
+        }
     };
     if values.len() != table.width() {
         return Err(StoreError::Internal(format!(
@@ -214,31 +262,61 @@ mod tests {
         ]
     }
 
+    fn row(id: String, rest: Vec<Option<Value>>) -> Row {
+        let mut values = vec![Some(Value::Text(id))];
+        values.extend(rest);
+        Row { table: &T, values }
+    }
+
+    /// `row` as format 1 wrote it: the expiry as u64 BE, `1`, every column
+    /// (the key `id` too).
+    fn format_1(row: &Row, expires: u64) -> Vec<u8> {
+        let mut out = expires.to_be_bytes().to_vec();
+        out.push(BINARY_V1);
+        out.push(TEXT);
+        bytes(&mut out, row.text("id").unwrap().as_bytes());
+        // Format 2 without its `2` and its expiry 0: the other columns.
+        out.extend_from_slice(&encode(row, 0)[2..]);
+        out
+    }
+
     proptest! {
         #[test]
-        fn round_trips(values in proptest::collection::vec(value(), 7), expires in any::<u64>()) {
-            let row = Row { table: &T, values };
+        fn round_trips(id in ".*", rest in proptest::collection::vec(value(), 6), expires in any::<u64>()) {
+            let row = row(id, rest);
+            let key = key::encode(&T, &row.key().unwrap()).unwrap();
             let enc = encode(&row, expires);
-            prop_assert_eq!(&enc[..8], &expires.to_be_bytes());
-            let back = decode(&T, &enc).unwrap();
-            prop_assert_eq!(back.values, row.values);
+            prop_assert_eq!(expires_at(&enc), expires);
+            prop_assert_eq!(decode(&T, &key, &enc).unwrap().values, row.values.clone());
+            if expires < 1 << 56 {
+                let old = format_1(&row, expires);
+                prop_assert_eq!(expires_at(&old), expires);
+                prop_assert_eq!(decode(&T, &key, &old).unwrap().values, row.values);
+            }
         }
 
         #[test]
         fn garbage_is_an_error_not_a_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let _ = decode(&T, &bytes);
+            let key = key::encode(&T, &[Value::from("k")]).unwrap();
+            let _ = decode(&T, &key, &bytes);
+            let _ = decode(&T, &bytes, &bytes);
+            let _ = expires_at(&bytes);
         }
     }
 
     #[test]
-    fn reads_rows_in_the_old_json_format() {
+    fn reads_rows_in_the_old_formats() {
         let row = Row::new(&T)
             .set("id", "a")
             .set("n", 3)
             .set("l", vec!["x".to_owned()]);
-        let mut old = 0u64.to_be_bytes().to_vec();
-        serde_json::to_writer(&mut old, &row.values).unwrap();
-        assert_eq!(decode(&T, &old).unwrap().values, row.values);
-        assert!(encode(&row, 0).len() < old.len());
+        let key = key::encode(&T, &row.key().unwrap()).unwrap();
+        let mut json = 0u64.to_be_bytes().to_vec();
+        serde_json::to_writer(&mut json, &row.values).unwrap();
+        assert_eq!(decode(&T, &key, &json).unwrap().values, row.values);
+        let binary = format_1(&row, 0);
+        assert_eq!(decode(&T, &key, &binary).unwrap().values, row.values);
+        let now = encode(&row, 0);
+        assert!(now.len() < binary.len() && binary.len() < json.len());
     }
 }

@@ -4,7 +4,8 @@
 //! writes into one durable transaction (`writer.rs`), each batch and each
 //! compare-and-set staying atomic and serialised inside it.
 //!
-//! A row's value is `expires_at_ms (u64 BE, 0 = never) ++ its values` (`codec.rs`).
+//! A row's value is its expiry and its non-key columns (`codec.rs`); its key
+//! columns are read back from its key.
 //! Expired rows are invisible to reads; a sweeper deletes them using a second
 //! tree ordered by expiry time.
 
@@ -377,20 +378,13 @@ fn prepare(m: &Mutation, now: u64) -> Result<Write, StoreError> {
     })
 }
 
-fn expires_at(value: &[u8]) -> u64 {
-    value
-        .get(..8)
-        .map(|b| u64::from_be_bytes(b.try_into().unwrap_or_default()))
-        .unwrap_or(0)
-}
-
 pub(super) fn expired(value: &[u8], now: u64) -> bool {
-    let at = expires_at(value);
+    let at = codec::expires_at(value);
     at != 0 && at <= now
 }
 
-fn decode_row(table: &'static Table, value: &[u8]) -> Result<Row, StoreError> {
-    codec::decode(table, value)
+fn decode_row(table: &'static Table, key: &[u8], value: &[u8]) -> Result<Row, StoreError> {
+    codec::decode(table, key, value)
 }
 
 pub(super) fn read_live<T: ReadableTable<&'static [u8], &'static [u8]>>(
@@ -400,7 +394,7 @@ pub(super) fn read_live<T: ReadableTable<&'static [u8], &'static [u8]>>(
     now: u64,
 ) -> Result<Option<Row>, StoreError> {
     match rows.get(k).map_err(db_err)? {
-        Some(v) if !expired(v.value(), now) => Ok(Some(decode_row(table, v.value())?)),
+        Some(v) if !expired(v.value(), now) => Ok(Some(decode_row(table, k, v.value())?)),
         _ => Ok(None),
     }
 }
@@ -603,9 +597,9 @@ impl Store for EmbeddedStore {
                 };
                 let mut out = Vec::new();
                 for e in rows.range::<&[u8]>((lo, hi)).map_err(db_err)? {
-                    let (_, v) = e.map_err(db_err)?;
+                    let (k, v) = e.map_err(db_err)?;
                     if !expired(v.value(), now) {
-                        out.push(decode_row(table, v.value())?);
+                        out.push(decode_row(table, k.value(), v.value())?);
                         if out.len() > limit {
                             break;
                         }
@@ -709,9 +703,9 @@ impl SliceRange {
         let mut out = Vec::new();
         let limit = self.limit;
         let mut push = |entry: RangeEntry<'_>| -> Result<bool, StoreError> {
-            let (_, v) = entry.map_err(db_err)?;
+            let (k, v) = entry.map_err(db_err)?;
             if !expired(v.value(), now) {
-                out.push(decode_row(table, v.value())?);
+                out.push(decode_row(table, k.value(), v.value())?);
             }
             Ok(out.len() > limit)
         };
