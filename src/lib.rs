@@ -51,3 +51,22 @@ pub fn tables() -> Vec<&'static store::Table> {
     all.extend(crawl::model::TABLES);
     all
 }
+
+#[cfg(test)]
+mod tests {
+    /// The embedded engine's keys begin with a table id hashed from the
+    /// table's name; two tables with one id would share rows.
+    #[test]
+    fn every_table_has_its_own_id_in_keys() {
+        let mut ids = std::collections::HashMap::new();
+        for t in super::tables() {
+            let id = store::table_id(t);
+            if let Some(other) = ids.insert(id, t.qualified()) {
+                panic!("{} and {} share the table id {id:?}", t.qualified(), other);
+            }
+        }
+        assert!(ids.len() > 40);
+    }
+
+    use super::store;
+}

@@ -47,12 +47,52 @@ fn push_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&[0, 1]);
 }
 
-/// The table's own prefix: every key of the table starts with it.
+/// The table's own prefix: every key of the table starts with it. It is 0x00
+/// and the table's id, a hash of its qualified name ([`table_id`]); keys of
+/// the first data files began with the names themselves (see
+/// `embedded::upgrade`), and never with 0x00.
 pub fn table_prefix(table: &Table) -> Vec<u8> {
-    let mut out = Vec::with_capacity(32);
-    push_bytes(&mut out, table.keyspace.prefix().as_bytes());
-    push_bytes(&mut out, table.name.as_bytes());
+    let mut out = Vec::with_capacity(PREFIX_LEN + 32);
+    out.push(0);
+    out.extend_from_slice(&table_id(table.keyspace.prefix(), table.name));
     out
+}
+
+/// Every key's table prefix is this long.
+pub const PREFIX_LEN: usize = 5;
+
+/// A table's id in keys: the first 4 bytes of the FNV-1a hash of
+/// `family.name`. Stored in every data file, so it never changes; a test
+/// checks that no two tables share one.
+pub fn table_id(family: &str, name: &str) -> [u8; 4] {
+    let h = super::fnv1a(format!("{family}.{name}").as_bytes());
+    ((h >> 32) as u32).to_be_bytes()
+}
+
+/// The prefix the first data files' keys began with: the family's and the
+/// table's names, each escaped and ended as a text component.
+#[cfg(test)]
+pub fn legacy_prefix(family: &str, name: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32);
+    push_bytes(&mut out, family.as_bytes());
+    push_bytes(&mut out, name.as_bytes());
+    out
+}
+
+/// A key of the first data files, in today's layout: its two leading names
+/// become the table's id. `None` for bytes that do not begin with two
+/// escaped names.
+pub fn upgrade_legacy(old: &[u8]) -> Option<Vec<u8>> {
+    let mut rest = old;
+    let family = unescape(&mut rest, 0)?;
+    let name = unescape(&mut rest, 0)?;
+    let family = std::str::from_utf8(&family).ok()?;
+    let name = std::str::from_utf8(&name).ok()?;
+    let mut out = Vec::with_capacity(PREFIX_LEN + rest.len());
+    out.push(0);
+    out.extend_from_slice(&table_id(family, name));
+    out.extend_from_slice(rest);
+    Some(out)
 }
 
 /// Encodes a key prefix (partition key first, then clustering columns).
@@ -73,12 +113,6 @@ pub fn order_of(table: &Table, i: usize) -> Order {
     }
 }
 
-/// The length of [`table_prefix`]'s bytes: a keyspace and a table name hold
-/// no 0x00, so each is its bytes and the two-byte end.
-fn prefix_len(table: &Table) -> usize {
-    table.keyspace.prefix().len() + table.name.len() + 4
-}
-
 /// The key values of one of `table`'s full keys as [`encode`] wrote them: the
 /// inverse of `encode`, for the engine's rows that keep their key columns
 /// only in the key. An error (never a panic) for bytes that are no such key.
@@ -86,9 +120,7 @@ pub fn decode(table: &'static Table, key: &[u8]) -> Result<Vec<Value>, StoreErro
     let corrupt = |what: &str| {
         StoreError::Internal(format!("{}: stored key is corrupt ({what})", table.name))
     };
-    let mut rest = key
-        .get(prefix_len(table)..)
-        .ok_or_else(|| corrupt("short"))?;
+    let mut rest = key.get(PREFIX_LEN..).ok_or_else(|| corrupt("short"))?;
     let mut out = Vec::with_capacity(table.key_len());
     for i in 0..table.key_len() {
         let flip = if order_of(table, i) == Order::Desc {

@@ -17,6 +17,11 @@ pub use cursor::{Cursor, fnv1a_hex, fnv1a_hex_bytes};
 #[cfg(test)]
 pub(crate) use cursor::{decode_cursor, encode_cursor};
 pub(crate) use cursor::{fnv1a, slice_fingerprint};
+
+/// The id that begins the embedded engine's keys of `table` (see `key.rs`).
+pub fn table_id(table: &Table) -> [u8; 4] {
+    key::table_id(table.keyspace.prefix(), table.name)
+}
 pub use table::{Column, ColumnType, Keyspace, Order, Row, Table, Value, col};
 pub(crate) use table::{check_key, check_types};
 

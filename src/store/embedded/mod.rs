@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 mod codec;
+mod upgrade;
 mod writer;
 
 use super::key;
@@ -72,6 +73,7 @@ pub(super) struct Db {
 impl Db {
     fn open(path: PathBuf, cache_bytes: usize) -> Result<Self, StoreError> {
         let db = Self::create(&path, cache_bytes)?;
+        upgrade::keys(&db)?;
         Ok(Db {
             path,
             cache_bytes,
