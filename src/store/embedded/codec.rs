@@ -5,7 +5,8 @@
 //! LEB128): the key columns are in the row's key already, and are read back
 //! from it (`key::decode`). Rows of earlier versions start with the expiry as
 //! a u64 BE (so with 0x00: no expiry is 2^56 ms away) and hold every column:
-//! binary (`1`, then the columns) or JSON (`[...]`). Both are still read. An
+//! binary (`1`, then the columns) or JSON (`[...]`). Both are still read.
+//! A text that is an RFC 3339 UTC time is stored as numbers (`TIME`). An
 //! assignment row takes about 40 % of its JSON size in format 1 and less again
 //! in format 2; a blob takes its own size (JSON needed base64).
 
@@ -23,6 +24,8 @@ const FALSE: u8 = 5;
 const TRUE: u8 = 6;
 const BLOB: u8 = 7;
 const TEXT_LIST: u8 = 8;
+/// Text that is an RFC 3339 UTC time (see [`timestamp`]).
+const TIME: u8 = 9;
 
 fn corrupt(table: &Table, what: &str) -> StoreError {
     StoreError::Internal(format!("{}: stored row is corrupt ({what})", table.name))
@@ -45,10 +48,20 @@ pub(super) fn encode(row: &Row, expires: u64) -> Vec<u8> {
     for v in columns {
         match v {
             None => out.push(NULL),
-            Some(Value::Text(s)) => {
-                out.push(TEXT);
-                bytes(&mut out, s.as_bytes());
-            }
+            Some(Value::Text(s)) => match timestamp::parse(s) {
+                Some((secs, count, fraction)) => {
+                    out.push(TIME);
+                    varint(&mut out, secs);
+                    out.push(count);
+                    if count > 0 {
+                        varint(&mut out, u64::from(fraction));
+                    }
+                }
+                None => {
+                    out.push(TEXT);
+                    bytes(&mut out, s.as_bytes());
+                }
+            },
             Some(Value::Int(i)) => {
                 out.push(INT);
                 out.extend_from_slice(&i.to_be_bytes());
@@ -89,6 +102,107 @@ fn varint(out: &mut Vec<u8>, mut n: u64) {
 fn bytes(out: &mut Vec<u8>, b: &[u8]) {
     varint(out, b.len() as u64);
     out.extend_from_slice(b);
+}
+
+/// An RFC 3339 UTC time as the service writes them (`2026-12-05T10:11:12Z`,
+/// or with 1 to 9 digits of fraction) in 7 to 11 bytes instead of 20 to 30:
+/// seconds since 1970 and the fraction's digits. Only text that this
+/// format gives back byte for byte is stored so; any other text is TEXT.
+mod timestamp {
+    /// Seconds since 1970-01-01, the fraction's digit count and its value.
+    pub(super) fn parse(s: &str) -> Option<(u64, u8, u32)> {
+        let b = s.as_bytes();
+        if !(b.len() == 20 || (22..=30).contains(&b.len())) || b[b.len() - 1] != b'Z' {
+            return None;
+        }
+        let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+            b[r].iter().try_fold(0u32, |n, c| {
+                c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
+            })
+        };
+        if b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' {
+            return None;
+        }
+        let (y, mo, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+        let (h, mi, sec) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+        if y < 1970 || !(1..=12).contains(&mo) || d < 1 || d > days_in_month(y, mo) {
+            return None;
+        }
+        if h > 23 || mi > 59 || sec > 59 {
+            return None;
+        }
+        let (count, fraction) = if b.len() == 20 {
+            (0, 0)
+        } else {
+            if b[19] != b'.' {
+                return None;
+            }
+            let n = b.len() - 21;
+            (n as u8, digits(20..20 + n)?)
+        };
+        let days = days_from_civil(y, mo, d);
+        let secs = days * 86_400 + u64::from(h * 3600 + mi * 60 + sec);
+        Some((secs, count, fraction))
+    }
+
+    pub(super) fn format(secs: u64, count: u8, fraction: u32) -> Option<String> {
+        if count > 9 || (count > 0 && u64::from(fraction) >= 10u64.pow(u32::from(count))) {
+            return None;
+        }
+        let (y, mo, d) = civil_from_days(secs / 86_400);
+        if y > 9999 {
+            return None;
+        }
+        let t = secs % 86_400;
+        let mut out = format!(
+            "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}",
+            t / 3600,
+            t / 60 % 60,
+            t % 60
+        );
+        if count > 0 {
+            out.push_str(&format!(".{fraction:0width$}", width = usize::from(count)));
+        }
+        out.push('Z');
+        Some(out)
+    }
+
+    fn leap(y: u32) -> bool {
+        y.is_multiple_of(4) && (!y.is_multiple_of(100) || y.is_multiple_of(400))
+    }
+
+    fn days_in_month(y: u32, m: u32) -> u32 {
+        match m {
+            2 if leap(y) => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        }
+    }
+
+    /// Days since 1970-01-01 of a date from 1970 on (H. Hinnant's algorithm).
+    fn days_from_civil(y: u32, m: u32, d: u32) -> u64 {
+        let y = u64::from(if m <= 2 { y - 1 } else { y });
+        let era = y / 400;
+        let yoe = y - era * 400;
+        let mp = u64::from((m + 9) % 12);
+        let doy = (153 * mp + 2) / 5 + u64::from(d) - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        era * 146_097 + doe - 719_468
+    }
+
+    fn civil_from_days(z: u64) -> (u64, u64, u64) {
+        let z = z + 719_468;
+        let era = z / 146_097;
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let d = doy - (153 * mp + 2) / 5 + 1;
+        let m = if mp < 10 { mp + 3 } else { mp - 9 };
+        let y = yoe + era * 400 + u64::from(m <= 2);
+        (y, m, d)
+    }
 }
 
 /// A LEB128 number at the front of `buf` and its length in bytes.
@@ -145,6 +259,16 @@ impl<'a> Reader<'a> {
                 FALSE => Some(Value::Boolean(false)),
                 TRUE => Some(Value::Boolean(true)),
                 BLOB => Some(Value::Blob(self.bytes()?.to_vec())),
+                TIME => {
+                    let secs = self.varint64()?;
+                    let count = self.byte()?;
+                    let fraction = if count > 0 { self.varint64()? } else { 0 };
+                    let t = u32::try_from(fraction)
+                        .ok()
+                        .and_then(|f| timestamp::format(secs, count, f))
+                        .ok_or_else(|| corrupt(self.table, "time"))?;
+                    Some(Value::Text(t))
+                }
                 TEXT_LIST => {
                     let n = self.varint()?;
                     let mut l = Vec::with_capacity(n.min(1024));
@@ -301,6 +425,60 @@ mod tests {
             let _ = decode(&T, &key, &bytes);
             let _ = decode(&T, &bytes, &bytes);
             let _ = expires_at(&bytes);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn times_round_trip_byte_for_byte(
+            secs in 0u64..253_402_300_800, count in 0u8..=9, fraction in any::<u32>(),
+        ) {
+            let fraction = if count == 0 { 0 } else { fraction % 10u32.pow(u32::from(count)) };
+            let text = timestamp::format(secs, count, fraction).unwrap();
+            prop_assert_eq!(timestamp::parse(&text), Some((secs, count, fraction)));
+            let row = Row::new(&T).set("id", text.as_str());
+            let key = key::encode(&T, &row.key().unwrap()).unwrap();
+            prop_assert_eq!(decode(&T, &key, &encode(&row, 0)).unwrap().values, row.values);
+        }
+
+        #[test]
+        fn time_like_text_round_trips(s in "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{0,10})?Z?") {
+            if let Some((secs, count, fraction)) = timestamp::parse(&s) {
+                prop_assert_eq!(timestamp::format(secs, count, fraction), Some(s.clone()));
+            }
+            let mut row = Row::new(&T).set("id", "k");
+            row.values[5] = Some(Value::Text(s.clone()));
+            let key = key::encode(&T, &row.key().unwrap()).unwrap();
+            prop_assert_eq!(decode(&T, &key, &encode(&row, 0)).unwrap().values, row.values);
+        }
+    }
+
+    #[test]
+    fn the_service_s_times_take_the_short_form() {
+        for (s, len) in [
+            ("2026-12-05T10:11:12Z", 7),
+            ("2026-12-05T10:11:12.123456789Z", 11),
+            ("1970-01-01T00:00:00Z", 3),
+            ("2024-02-29T23:59:59.5Z", 8),
+        ] {
+            let t = timestamp::parse(s).unwrap_or_else(|| panic!("{s}"));
+            assert_eq!(timestamp::format(t.0, t.1, t.2).as_deref(), Some(s));
+            let mut row = Row::new(&T).set("id", "k").set("l", Vec::<String>::new());
+            row.values[5] = Some(Value::from(s));
+            // The id's key column is not in the value; `2`, the expiry, 4
+            // NULL tags, the time, and the list's tag and length.
+            assert_eq!(encode(&row, 0).len(), 2 + 4 + len + 2, "{s}");
+        }
+        for s in [
+            "2023-02-29T00:00:00Z",
+            "2026-12-05T24:00:00Z",
+            "2026-12-05T10:11:60Z",
+            "1969-12-31T23:59:59Z",
+            "2026-12-05T10:11:12.Z",
+            "2026-12-05T10:11:12+00:00",
+            "2026-12-05 10:11:12Z",
+        ] {
+            assert_eq!(timestamp::parse(s), None, "{s}");
         }
     }
 
