@@ -623,7 +623,11 @@ impl Store for CqlStore {
         // Reading "forward" means ascending values when the columns are ASC.
         let ascending = (rest.first().map(|c| c.1) == Some(Order::Asc)) != s.reverse;
         let after = match &s.after {
-            Some(c) => Some(c.key(table, fp, pk, table.clustering.len())?),
+            Some(c) => {
+                let ck = c.key(table, fp, pk, table.clustering.len())?;
+                super::key::check_cursor(table, s, &ck)?;
+                Some(ck)
+            }
             None => None,
         };
         let tuple = |cols: &[&(super::Column, Order)]| {
@@ -783,10 +787,7 @@ impl Store for CqlStore {
     }
 
     async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
-        if cas.ttl == Some(0) {
-            return Err(StoreError::Invalid("a TTL must be positive".into()));
-        }
-        cas.row.validate()?;
+        cas.validate()?;
         let table = cas.row.table;
         let key = cas.row.key()?;
         let ttl = Some(CqlValue::Int(cas.ttl.unwrap_or(0) as i32));
@@ -811,20 +812,9 @@ impl Store for CqlStore {
                         values.push(to_cql(&Some(v.clone())));
                     }
                 }
-                if sets.is_empty() {
-                    return Err(StoreError::Invalid(
-                        "a conditional update must set a column".into(),
-                    ));
-                }
                 values.extend(key_values(&key));
                 let mut conds = Vec::new();
                 for (name, v) in expected {
-                    if table.index_of(name).is_none_or(|i| i < table.key_len()) {
-                        return Err(StoreError::Invalid(format!(
-                            "{}: cannot condition on {name}",
-                            table.name
-                        )));
-                    }
                     conds.push(format!("{name} = ?"));
                     values.push(to_cql(v));
                 }

@@ -2,7 +2,7 @@
 //! engine: comparing encoded keys byte by byte orders rows exactly as Cassandra
 //! orders them inside a partition (descending clustering columns are inverted).
 
-use super::{ColumnType, Order, StoreError, Table, Value};
+use super::{Bound, ColumnType, Order, Slice, StoreError, Table, Value};
 
 /// Appends one component. Text and blobs escape 0x00 as 0x00 0xFF and end with
 /// 0x00 0x01, so no encoding is a prefix of another and order is kept.
@@ -168,6 +168,68 @@ pub fn decode(table: &'static Table, key: &[u8]) -> Result<Vec<Value>, StoreErro
         return Err(corrupt("trailing bytes"));
     }
     Ok(out)
+}
+
+/// The byte range of a slice, before any cursor.
+pub(crate) fn slice_range(
+    table: &'static Table,
+    s: &Slice,
+) -> Result<(Vec<u8>, Option<Vec<u8>>), StoreError> {
+    let mut base = encode(table, &s.partition)?;
+    let pk = table.partition_key.len();
+    for (i, v) in s.prefix.iter().enumerate() {
+        push(&mut base, v, order_of(table, pk + i))?;
+    }
+    let mut start = base.clone();
+    let mut end = successor(&base);
+    if s.lower.is_none() && s.upper.is_none() {
+        return Ok((start, end));
+    }
+    let col = pk + s.prefix.len();
+    let desc = order_of(table, col) == Order::Desc;
+    let enc = |v: &Value| -> Result<Vec<u8>, StoreError> {
+        let mut b = base.clone();
+        push(&mut b, v, order_of(table, col))?;
+        Ok(b)
+    };
+    // In value order: lower/upper. On a descending column they swap ends in byte order.
+    let (byte_lower, byte_upper) = if desc {
+        (&s.upper, &s.lower)
+    } else {
+        (&s.lower, &s.upper)
+    };
+    if let Some(b) = byte_lower {
+        start = match b {
+            Bound::Inclusive(v) => enc(v)?,
+            Bound::Exclusive(v) => {
+                successor(&enc(v)?).unwrap_or_else(|| end.clone().unwrap_or_default())
+            }
+        };
+    }
+    if let Some(b) = byte_upper {
+        end = match b {
+            Bound::Inclusive(v) => successor(&enc(v)?),
+            Bound::Exclusive(v) => Some(enc(v)?),
+        };
+    }
+    Ok((start, end))
+}
+
+/// Whether a cursor's clustering key `ck` names a row inside slice `s`; an
+/// edited cursor may not widen a slice's prefix or bounds on either engine.
+pub(crate) fn check_cursor(
+    table: &'static Table,
+    s: &Slice,
+    ck: &[Value],
+) -> Result<(), StoreError> {
+    let mut full = s.partition.clone();
+    full.extend_from_slice(ck);
+    let at = encode(table, &full)?;
+    let (start, end) = slice_range(table, s)?;
+    if at < start || end.is_some_and(|e| at >= e) {
+        return Err(StoreError::BadCursor);
+    }
+    Ok(())
 }
 
 /// Takes `N` bytes (each XOR `flip`) off the front of `rest`.

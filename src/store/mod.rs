@@ -219,6 +219,38 @@ pub struct Cas {
     pub ttl: Option<u32>,
 }
 
+impl Cas {
+    /// What both engines refuse alike: a TTL of 0, a row that does not type
+    /// check, a conditional update that sets nothing, and a condition on a
+    /// key column or on a column the table does not have.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        if self.ttl == Some(0) {
+            return Err(StoreError::Invalid("a TTL must be positive".into()));
+        }
+        self.row.validate()?;
+        let table = self.row.table;
+        if let Condition::Equals(expected) = &self.condition {
+            if self.row.values[table.key_len()..]
+                .iter()
+                .all(Option::is_none)
+            {
+                return Err(StoreError::Invalid(
+                    "a conditional update must set a column".into(),
+                ));
+            }
+            for (name, _) in expected {
+                if table.index_of(name).is_none_or(|i| i < table.key_len()) {
+                    return Err(StoreError::Invalid(format!(
+                        "{}: cannot condition on {name}",
+                        table.name
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct CasOutcome {
     pub applied: bool,

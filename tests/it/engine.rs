@@ -189,6 +189,49 @@ async fn slices_with_prefix_and_bounds(engine: Engine) {
     assert!(none.rows.is_empty());
 }
 
+/// A cursor's text with its key values edited: `edit` gets each value's
+/// JSON texts (the inner value of each, whatever its type tag) to rewrite.
+fn edit_cursor(text: &str, edit: impl Fn(&mut Vec<String>)) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let body = text.strip_prefix("1.").expect("a version 1 cursor");
+    let mut v: serde_json::Value = serde_json::from_slice(&b64.decode(body).unwrap()).unwrap();
+    let k = v
+        .as_object_mut()
+        .and_then(|o| o.values_mut().next())
+        .and_then(|p| p.get_mut("k"))
+        .and_then(|k| k.as_array_mut())
+        .expect("a key position");
+    // Each key value is a text somewhere in its JSON: edit that text.
+    let mut texts: Vec<String> = k
+        .iter()
+        .map(|x| serde_json::to_string(&find_text(x)).unwrap())
+        .collect();
+    edit(&mut texts);
+    for (x, t) in k.iter_mut().zip(&texts) {
+        set_text(x, serde_json::from_str(t).unwrap());
+    }
+    format!("1.{}", b64.encode(serde_json::to_vec(&v).unwrap()))
+}
+
+fn find_text(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(o) => o.values().next().map(find_text).unwrap_or_default(),
+        other => other.clone(),
+    }
+}
+
+fn set_text(v: &mut serde_json::Value, to: serde_json::Value) {
+    match v {
+        serde_json::Value::Object(o) => {
+            if let Some(inner) = o.values_mut().next() {
+                set_text(inner, to)
+            }
+        }
+        other => *other = to,
+    }
+}
+
 async fn cursors_round_trip_and_forged_ones_are_rejected(engine: Engine) {
     let ts = store(engine).await;
     let s = &ts.store;
@@ -227,6 +270,38 @@ async fn cursors_round_trip_and_forged_ones_are_rejected(engine: Engine) {
             }
             assert_eq!(seen, expected, "reverse={reverse} bounded={bounded}");
         }
+    }
+    // One clustering column (descending), a bound and a cursor together.
+    let mut batch = Vec::new();
+    for t in 1..=5i64 {
+        batch.push(Mutation::upsert(
+            Row::new(&PROBE_DESC).set("p", p.as_str()).set("t", t),
+        ));
+    }
+    s.apply(batch).await.unwrap();
+    for reverse in [false, true] {
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let sl = Slice::partition(vec![p.as_str().into()])
+                .upper(Bound::Inclusive(4i64.into()))
+                .lower(Bound::Exclusive(1i64.into()))
+                .reverse(reverse)
+                .limit(1)
+                .after(after);
+            let page = s.slice(&PROBE_DESC, &sl).await.unwrap();
+            seen.extend(page.rows.iter().map(|r| r.bigint("t").unwrap()));
+            match page.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        let expected: Vec<i64> = if reverse {
+            vec![2, 3, 4]
+        } else {
+            vec![4, 3, 2]
+        };
+        assert_eq!(seen, expected, "reverse={reverse}");
     }
     // A cursor continues after its own row.
     let first = s
@@ -273,6 +348,36 @@ async fn cursors_round_trip_and_forged_ones_are_rejected(engine: Engine) {
     }
     // The text form round-trips.
     assert_eq!(Cursor::decode(&cursor.encode()).unwrap(), cursor);
+    // A cursor of the query, edited to name a row outside the slice's prefix
+    // or bound, would widen the slice: refused.
+    for (prefix, upper) in [(Some("a"), None), (None, Some("b"))] {
+        let mk = |after: Option<Cursor>| {
+            let mut sl = Slice::partition(vec![p.as_str().into()])
+                .limit(1)
+                .after(after);
+            if let Some(x) = prefix {
+                sl = sl.prefix(vec![x.into()]);
+            }
+            if let Some(u) = upper {
+                sl = sl.upper(Bound::Inclusive(u.into()));
+            }
+            sl
+        };
+        let page = s.slice(&PROBE, &mk(None)).await.unwrap();
+        let text = page.next.expect("more rows").encode();
+        // Taken apart and put together unedited, it is still valid.
+        let same = Cursor::decode(&edit_cursor(&text, |_| {})).expect("a cursor");
+        s.slice(&PROBE, &mk(Some(same)))
+            .await
+            .expect("the same cursor");
+        let forged = edit_cursor(&text, |k| k[0] = r#""c""#.to_owned());
+        let c = Cursor::decode(&forged).expect("still a cursor");
+        let r = s.slice(&PROBE, &mk(Some(c))).await;
+        assert!(
+            matches!(r, Err(StoreError::BadCursor)),
+            "{prefix:?} {upper:?}: {r:?}"
+        );
+    }
     // A cursor of another partition is not valid here.
     let other = uid();
     let r = s
@@ -514,6 +619,41 @@ async fn compare_and_set_under_50_concurrent_tasks(engine: Engine) {
         .unwrap();
     assert!(o.applied);
     assert_eq!(o.current.unwrap().string("v"), "x");
+    // Refused alike by both engines, and the store writes on afterwards: a
+    // condition on a column the table lacks or on a key column, and an
+    // update that sets nothing.
+    for (condition, row) in [
+        (Condition::Equals(vec![("no_such", None)]), missing()),
+        (Condition::Equals(vec![("c1", None)]), missing()),
+        (
+            cond(None),
+            Row::new(&PROBE)
+                .set("p", p.as_str())
+                .set("c1", "nope")
+                .set("c2", 1),
+        ),
+    ] {
+        let r = s
+            .cas(Cas {
+                row,
+                condition: condition.clone(),
+                ttl: None,
+            })
+            .await;
+        assert!(
+            matches!(r, Err(StoreError::Invalid(_))),
+            "{condition:?}: {r:?}"
+        );
+    }
+    let o = s
+        .cas(Cas {
+            row: missing().set("v", "z"),
+            condition: cond(Some("x".into())),
+            ttl: None,
+        })
+        .await
+        .unwrap();
+    assert!(o.applied);
 }
 
 async fn scans_page_through_a_table(engine: Engine) {

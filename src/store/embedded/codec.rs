@@ -154,14 +154,26 @@ mod timestamp {
             return None;
         }
         let t = secs % 86_400;
-        let mut out = format!(
-            "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}",
-            t / 3600,
-            t / 60 % 60,
-            t % 60
-        );
+        let mut out = String::with_capacity(30);
+        fn put(out: &mut String, n: u64, width: u32) {
+            for i in (0..width).rev() {
+                out.push(char::from(b'0' + (n / 10u64.pow(i) % 10) as u8));
+            }
+        }
+        put(&mut out, y, 4);
+        out.push('-');
+        put(&mut out, mo, 2);
+        out.push('-');
+        put(&mut out, d, 2);
+        out.push('T');
+        put(&mut out, t / 3600, 2);
+        out.push(':');
+        put(&mut out, t / 60 % 60, 2);
+        out.push(':');
+        put(&mut out, t % 60, 2);
         if count > 0 {
-            out.push_str(&format!(".{fraction:0width$}", width = usize::from(count)));
+            out.push('.');
+            put(&mut out, u64::from(fraction), u32::from(count));
         }
         out.push('Z');
         Some(out)

@@ -23,8 +23,8 @@ mod writer;
 
 use super::key;
 use super::{
-    Bound, Cas, CasOutcome, Cursor, Mutation, Order, Page, Row, Slice, Store, StoreError, Table,
-    Value, check_key, check_slice, slice_fingerprint,
+    Cas, CasOutcome, Cursor, Mutation, Page, Row, Slice, Store, StoreError, Table, Value,
+    check_key, check_slice, slice_fingerprint,
 };
 use writer::{Job, PreparedCas, PreparedInsert, Reply, Write, Writer};
 
@@ -309,10 +309,7 @@ impl EmbeddedStore {
 
     /// A compare-and-set, with the writes that go with it when it applies.
     async fn cas_job(&self, cas: Cas, then: Option<super::Heal>) -> Result<CasOutcome, StoreError> {
-        if cas.ttl == Some(0) {
-            return Err(StoreError::Invalid("a TTL must be positive".into()));
-        }
-        cas.row.validate()?;
+        cas.validate()?;
         let key = key::encode(cas.row.table, &cas.row.key()?)?;
         match self
             .write(Job::Cas(PreparedCas {
@@ -399,48 +396,6 @@ pub(super) fn read_live<T: ReadableTable<&'static [u8], &'static [u8]>>(
         Some(v) if !expired(v.value(), now) => Ok(Some(decode_row(table, k, v.value())?)),
         _ => Ok(None),
     }
-}
-
-/// The byte range of a slice, before any cursor.
-fn slice_range(table: &'static Table, s: &Slice) -> Result<(Vec<u8>, Option<Vec<u8>>), StoreError> {
-    let mut base = key::encode(table, &s.partition)?;
-    let pk = table.partition_key.len();
-    for (i, v) in s.prefix.iter().enumerate() {
-        key::push(&mut base, v, key::order_of(table, pk + i))?;
-    }
-    let mut start = base.clone();
-    let mut end = key::successor(&base);
-    if s.lower.is_none() && s.upper.is_none() {
-        return Ok((start, end));
-    }
-    let col = pk + s.prefix.len();
-    let desc = key::order_of(table, col) == Order::Desc;
-    let enc = |v: &Value| -> Result<Vec<u8>, StoreError> {
-        let mut b = base.clone();
-        key::push(&mut b, v, key::order_of(table, col))?;
-        Ok(b)
-    };
-    // In value order: lower/upper. On a descending column they swap ends in byte order.
-    let (byte_lower, byte_upper) = if desc {
-        (&s.upper, &s.lower)
-    } else {
-        (&s.lower, &s.upper)
-    };
-    if let Some(b) = byte_lower {
-        start = match b {
-            Bound::Inclusive(v) => enc(v)?,
-            Bound::Exclusive(v) => {
-                key::successor(&enc(v)?).unwrap_or_else(|| end.clone().unwrap_or_default())
-            }
-        };
-    }
-    if let Some(b) = byte_upper {
-        end = match b {
-            Bound::Inclusive(v) => key::successor(&enc(v)?),
-            Bound::Exclusive(v) => Some(enc(v)?),
-        };
-    }
-    Ok((start, end))
 }
 
 #[async_trait]
@@ -657,13 +612,19 @@ impl SliceRange {
         check_slice(table, s)?;
         let fp = slice_fingerprint(table, s);
         let pk = table.partition_key.len();
-        let (start, end) = slice_range(table, s)?;
+        let (start, end) = key::slice_range(table, s)?;
         let after = match &s.after {
             Some(c) => {
                 let ck = c.key(table, fp, pk, table.clustering.len())?;
                 let mut full = s.partition.clone();
                 full.extend(ck);
-                Some(key::encode(table, &full)?)
+                let after = key::encode(table, &full)?;
+                // A cursor names a row of its slice; an edited one that
+                // points elsewhere is refused, not used as a range bound.
+                if after < start || end.as_ref().is_some_and(|e| after >= *e) {
+                    return Err(StoreError::BadCursor);
+                }
+                Some(after)
             }
             None => None,
         };

@@ -156,15 +156,23 @@ fn run(slot: &Db, mut rx: mpsc::Receiver<Pending>, max_ops: usize) {
         crate::metrics::embedded_commit(group.len());
         let jobs: Vec<&Job> = group.iter().map(|p| &p.job).collect();
         let done = slot.get().and_then(|db| {
-            commit(&db, &jobs).inspect_err(|e| {
-                // An I/O error is latched by redb: reopen now, so that reads
-                // go on and the next group can commit once the disk has room.
-                if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
-                    let failed = Db::id(&db);
-                    drop(db);
-                    let _ = slot.recover(Some(failed));
-                }
-            })
+            // A panic in a job (a bug) fails its group, not the writer
+            // thread: every later write would find the writer gone.
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| commit(&db, &jobs)))
+                .unwrap_or_else(|_| {
+                    Err(StoreError::Internal(
+                        "a write panicked; nothing of its group is stored".into(),
+                    ))
+                })
+                .inspect_err(|e| {
+                    // An I/O error is latched by redb: reopen now, so that reads
+                    // go on and the next group can commit once the disk has room.
+                    if matches!(e, StoreError::Full(_) | StoreError::Unavailable(_)) {
+                        let failed = Db::id(&db);
+                        drop(db);
+                        let _ = slot.recover(Some(failed));
+                    }
+                })
         });
         match done {
             Ok(replies) => {
@@ -276,8 +284,10 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
                     }
                 }
                 Job::Sweep => {
-                    let removed = sweep(&mut rows, &mut expiry, now)?;
-                    wrote |= removed > 0;
+                    let (removed, entries) = sweep(&mut rows, &mut expiry, now)?;
+                    // Entries of rows written again since are removed too:
+                    // else the sweep meets the same stale entries forever.
+                    wrote |= entries > 0;
                     Ok(Reply::Swept(removed))
                 }
             };
@@ -385,11 +395,13 @@ fn decide(
     })
 }
 
+/// Removes the due expiry entries (at most 50,000) and the rows still
+/// expired among theirs: (rows removed, entries removed).
 fn sweep(
     rows: &mut redb::Table<&[u8], &[u8]>,
     expiry: &mut redb::Table<&[u8], ()>,
     now: u64,
-) -> Result<usize, StoreError> {
+) -> Result<(usize, usize), StoreError> {
     let end = now.to_be_bytes();
     let due: Vec<Vec<u8>> = expiry
         .range::<&[u8]>(..&end[..])
@@ -399,6 +411,7 @@ fn sweep(
         .collect::<Result<_, _>>()
         .map_err(db_err)?;
     let mut removed = 0;
+    let entries = due.len();
     for entry in due {
         expiry.remove(entry.as_slice()).map_err(db_err)?;
         let row_key = &entry[8..];
@@ -411,5 +424,5 @@ fn sweep(
             removed += 1;
         }
     }
-    Ok(removed)
+    Ok((removed, entries))
 }
