@@ -45,7 +45,7 @@ pub enum Command {
     /// Make every crawled link due now: the crawler of a running server re-fetches them
     /// (If-None-Match / If-Modified-Since) and re-derives changed images.
     RecheckBinaries(RecheckArgs),
-    /// Rewrite the embedded store's file without its free pages (the server must be stopped).
+    /// Rewrite the embedded store's file in key order, with full pages and no free ones (the server must be stopped; needs room for a copy).
     Compact(CompactArgs),
     /// Print a signed bearer token (HS256 with the configured secret).
     Token(TokenArgs),

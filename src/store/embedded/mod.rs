@@ -18,7 +18,10 @@ use async_trait::async_trait;
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 mod codec;
+mod compact;
 mod upgrade;
+
+pub use compact::compact;
 mod writer;
 
 use super::key;
@@ -339,18 +342,6 @@ impl EmbeddedStore {
             _ => Err(StoreError::Internal("unexpected writer reply".into())),
         }
     }
-}
-
-/// Rewrites the store in `dir` without its free pages (redb's `compact`),
-/// returning the file's size before and after. Needs the store closed: a
-/// running server holds the file's lock, and this fails.
-pub fn compact(dir: &Path) -> anyhow::Result<(u64, u64)> {
-    let path = dir.join("kartei.redb");
-    let before = std::fs::metadata(&path)?.len();
-    let mut db = Database::open(&path)?;
-    while db.compact()? {}
-    drop(db);
-    Ok((before, std::fs::metadata(&path)?.len()))
 }
 
 /// A mutation as the writer thread applies it: keys and value encoded here, in

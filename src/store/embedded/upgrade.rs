@@ -15,7 +15,7 @@ use super::super::{StoreError, key};
 use super::{EXPIRY, ROWS, db_err};
 
 /// `key_layout` -> the layout of the file's keys (2: table ids).
-const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 const KEY_LAYOUT: &str = "key_layout";
 const TABLE_IDS: u64 = 2;
 
