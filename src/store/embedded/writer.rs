@@ -225,24 +225,36 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
                 Job::Cas(cas) => match decide(&rows, cas, now) {
                     Err(e) => Err(e),
                     Ok((Some(next), _)) => {
-                        let expires = cas.ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
-                        let put = Write::Put {
-                            key: cas.key.clone(),
-                            value: codec::encode(&next, expires),
-                            expires,
+                        // The writes that go with it, prepared before anything
+                        // is written: one that does not validate (a bug) fails
+                        // this compare-and-set only, not the group.
+                        let then: Result<Vec<Write>, StoreError> = match &cas.then {
+                            Some(then) => {
+                                then(&next).iter().map(|m| super::prepare(m, now)).collect()
+                            }
+                            None => Ok(Vec::new()),
                         };
-                        write(&mut rows, &mut expiry, &put)?;
-                        if let Some(then) = &cas.then {
-                            for m in then(&next) {
-                                // Writes that do not validate are a bug: fail the group.
-                                write(&mut rows, &mut expiry, &super::prepare(&m, now)?)?;
+                        match then {
+                            Err(e) => Err(e),
+                            Ok(then) => {
+                                let expires =
+                                    cas.ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
+                                let put = Write::Put {
+                                    key: cas.key.clone(),
+                                    value: codec::encode(&next, expires),
+                                    expires,
+                                };
+                                write(&mut rows, &mut expiry, &put)?;
+                                for w in &then {
+                                    write(&mut rows, &mut expiry, w)?;
+                                }
+                                wrote = true;
+                                Ok(Reply::Cas(CasOutcome {
+                                    applied: true,
+                                    current: Some(next),
+                                }))
                             }
                         }
-                        wrote = true;
-                        Ok(Reply::Cas(CasOutcome {
-                            applied: true,
-                            current: Some(next),
-                        }))
                     }
                     Ok((None, current)) => Ok(Reply::Cas(CasOutcome {
                         applied: false,
@@ -252,33 +264,45 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
                 Job::InsertNew(inserts, heal) => {
                     let mut out = Vec::with_capacity(inserts.len());
                     let mut failed = None;
+                    // Whether this job has written: a failure after that
+                    // fails the group (its rows must not commit alone); one
+                    // before fails this job only.
+                    let mut job_wrote = false;
                     for i in inserts {
-                        match read_live(&rows, i.row.table, &i.key, now) {
-                            Ok(Some(current)) => {
-                                for m in heal(&current) {
-                                    // A heal that does not validate is a bug: fail the group.
-                                    write(&mut rows, &mut expiry, &super::prepare(&m, now)?)?;
-                                    wrote = true;
-                                }
-                                out.push(Some(current));
-                            }
-                            Ok(None) => {
-                                for w in &i.writes {
-                                    write(&mut rows, &mut expiry, w)?;
-                                }
-                                wrote = true;
-                                out.push(None);
-                            }
-                            Err(e) => {
+                        let found = read_live(&rows, i.row.table, &i.key, now);
+                        // A heal is prepared before it is written (one that
+                        // does not validate is a bug).
+                        let healed = match &found {
+                            Ok(Some(current)) => heal(current)
+                                .iter()
+                                .map(|m| super::prepare(m, now))
+                                .collect::<Result<Vec<_>, _>>(),
+                            _ => Ok(Vec::new()),
+                        };
+                        match (found, healed) {
+                            (Err(e), _) | (_, Err(e)) => {
                                 failed = Some(e);
                                 break;
                             }
+                            (Ok(Some(current)), Ok(healed)) => {
+                                for w in &healed {
+                                    write(&mut rows, &mut expiry, w)?;
+                                }
+                                job_wrote |= !healed.is_empty();
+                                out.push(Some(current));
+                            }
+                            (Ok(None), _) => {
+                                for w in &i.writes {
+                                    write(&mut rows, &mut expiry, w)?;
+                                }
+                                job_wrote = true;
+                                out.push(None);
+                            }
                         }
                     }
+                    wrote |= job_wrote;
                     match failed {
-                        // A corrupt row half-way: the rows before it are
-                        // written, so the group must not commit them alone.
-                        Some(e) if wrote => return Err(e),
+                        Some(e) if job_wrote => return Err(e),
                         Some(e) => Err(e),
                         None => Ok(Reply::Inserted(out)),
                     }
@@ -425,4 +449,64 @@ fn sweep(
         }
     }
     Ok((removed, entries))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::store::embedded::EmbeddedStore;
+    use crate::store::{
+        Cas, ColumnType, Condition, Keyspace, Mutation, Row, Store, StoreError, Table, Value, col,
+    };
+
+    static T: Table = Table {
+        keyspace: Keyspace::Themes,
+        name: "writer_test",
+        partition_key: &[col("id", ColumnType::Text)],
+        clustering: &[],
+        columns: &[col("v", ColumnType::Text)],
+    };
+
+    /// A compare-and-set whose follow-up writes do not validate (a bug)
+    /// fails alone: the writes grouped with it in one commit are stored.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bad_follow_up_write_fails_only_its_own_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(EmbeddedStore::open(dir.path()).unwrap());
+        let mut tasks = Vec::new();
+        for i in 0..60 {
+            let s = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let row = Row::new(&T).set("id", format!("r{i}")).set("v", "x");
+                if i % 10 == 0 {
+                    let cas = Cas {
+                        row,
+                        condition: Condition::NotExists,
+                        ttl: None,
+                    };
+                    // A row without its key does not validate.
+                    let then: crate::store::Heal =
+                        Arc::new(|_: &Row| vec![Mutation::upsert(Row::new(&T).set("v", "y"))]);
+                    s.cas_then(cas, then).await.map(|_| ())
+                } else {
+                    s.apply(vec![Mutation::upsert(row)]).await
+                }
+            }));
+        }
+        for (i, t) in tasks.into_iter().enumerate() {
+            let r = t.await.unwrap();
+            let stored = store
+                .get(&T, &[Value::from(format!("r{i}"))])
+                .await
+                .unwrap();
+            if i % 10 == 0 {
+                assert!(matches!(r, Err(StoreError::Invalid(_))), "{i}: {r:?}");
+                assert!(stored.is_none(), "{i}: a refused compare-and-set wrote");
+            } else {
+                assert!(r.is_ok(), "{i}: {r:?}");
+                assert!(stored.is_some(), "{i}");
+            }
+        }
+    }
 }
