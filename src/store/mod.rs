@@ -221,8 +221,8 @@ pub struct Cas {
 
 impl Cas {
     /// What both engines refuse alike: a TTL of 0, a row that does not type
-    /// check, a conditional update that sets nothing, and a condition on a
-    /// key column or on a column the table does not have.
+    /// check, a conditional update that sets nothing or has a TTL, and a
+    /// condition on a key column or on a column the table does not have.
     pub fn validate(&self) -> Result<(), StoreError> {
         if self.ttl == Some(0) {
             return Err(StoreError::Invalid("a TTL must be positive".into()));
@@ -230,6 +230,13 @@ impl Cas {
         self.row.validate()?;
         let table = self.row.table;
         if let Condition::Equals(expected) = &self.condition {
+            // Cassandra gives an update's TTL to the cells it sets, the
+            // embedded engine to the row: refused rather than different.
+            if self.ttl.is_some() {
+                return Err(StoreError::Invalid(
+                    "a conditional update cannot set a TTL".into(),
+                ));
+            }
             if self.row.values[table.key_len()..]
                 .iter()
                 .all(Option::is_none)

@@ -620,24 +620,26 @@ async fn compare_and_set_under_50_concurrent_tasks(engine: Engine) {
     assert!(o.applied);
     assert_eq!(o.current.unwrap().string("v"), "x");
     // Refused alike by both engines, and the store writes on afterwards: a
-    // condition on a column the table lacks or on a key column, and an
-    // update that sets nothing.
-    for (condition, row) in [
-        (Condition::Equals(vec![("no_such", None)]), missing()),
-        (Condition::Equals(vec![("c1", None)]), missing()),
+    // condition on a column the table lacks or on a key column, an update
+    // that sets nothing, and an update with a TTL.
+    for (condition, row, ttl) in [
+        (Condition::Equals(vec![("no_such", None)]), missing(), None),
+        (Condition::Equals(vec![("c1", None)]), missing(), None),
         (
             cond(None),
             Row::new(&PROBE)
                 .set("p", p.as_str())
                 .set("c1", "nope")
                 .set("c2", 1),
+            None,
         ),
+        (cond(Some("x".into())), missing(), Some(60)),
     ] {
         let r = s
             .cas(Cas {
                 row,
                 condition: condition.clone(),
-                ttl: None,
+                ttl,
             })
             .await;
         assert!(
