@@ -368,6 +368,11 @@ fn prepare(m: &Mutation, now: u64) -> Result<Write, StoreError> {
     })
 }
 
+/// Every mutation of `batch` prepared, or the first that does not validate.
+fn prepare_all(batch: &[Mutation], now: u64) -> Result<Vec<Write>, StoreError> {
+    batch.iter().map(|m| prepare(m, now)).collect()
+}
+
 pub(super) fn expired(value: &[u8], now: u64) -> bool {
     let at = codec::expires_at(value);
     at != 0 && at <= now
@@ -470,10 +475,7 @@ impl Store for EmbeddedStore {
 
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         let now = now_ms();
-        let writes = batch
-            .iter()
-            .map(|m| prepare(m, now))
-            .collect::<Result<Vec<_>, _>>()?;
+        let writes = prepare_all(&batch, now)?;
         self.write(Job::Apply(writes)).await.map(|_| ())
     }
 

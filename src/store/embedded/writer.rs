@@ -228,10 +228,8 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
                         // The writes that go with it, prepared before anything
                         // is written: one that does not validate (a bug) fails
                         // this compare-and-set only, not the group.
-                        let then: Result<Vec<Write>, StoreError> = match &cas.then {
-                            Some(then) => {
-                                then(&next).iter().map(|m| super::prepare(m, now)).collect()
-                            }
+                        let then = match &cas.then {
+                            Some(then) => super::prepare_all(&then(&next), now),
                             None => Ok(Vec::new()),
                         };
                         match then {
@@ -273,10 +271,7 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
                         // A heal is prepared before it is written (one that
                         // does not validate is a bug).
                         let healed = match &found {
-                            Ok(Some(current)) => heal(current)
-                                .iter()
-                                .map(|m| super::prepare(m, now))
-                                .collect::<Result<Vec<_>, _>>(),
+                            Ok(Some(current)) => super::prepare_all(&heal(current), now),
                             _ => Ok(Vec::new()),
                         };
                         match (found, healed) {
