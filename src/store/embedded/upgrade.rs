@@ -9,7 +9,7 @@
 //! new ones always do, so a run that is killed half way goes on from where it
 //! stopped at the next open; nothing is read meanwhile.
 
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{Database, ReadableTable, TableDefinition};
 
 use super::super::{StoreError, key};
 use super::{EXPIRY, ROWS, db_err};
@@ -28,21 +28,9 @@ pub(super) fn keys(db: &Database) -> Result<(), StoreError> {
     keys_in_chunks(db, CHUNK_ROWS)
 }
 
+/// Each round moves one chunk; the round that finds nothing old (at once,
+/// for a new file) sets the mark.
 fn keys_in_chunks(db: &Database, chunk_rows: usize) -> Result<(), StoreError> {
-    let txn = db.begin_write().map_err(db_err)?;
-    {
-        let mut meta = txn.open_table(META).map_err(db_err)?;
-        if meta.get(KEY_LAYOUT).map_err(db_err)?.map(|v| v.value()) == Some(TABLE_IDS) {
-            return Ok(());
-        }
-        // A new file: nothing to move.
-        let rows = txn.open_table(ROWS).map_err(db_err)?;
-        if rows.is_empty().map_err(db_err)? {
-            drop(rows);
-            meta.insert(KEY_LAYOUT, TABLE_IDS).map_err(db_err)?;
-        }
-    }
-    txn.commit().map_err(db_err)?;
     let mut moved = 0usize;
     loop {
         let txn = db.begin_write().map_err(db_err)?;
