@@ -625,7 +625,8 @@ impl Store for CqlStore {
         let after = match &s.after {
             Some(c) => {
                 let ck = c.key(table, fp, pk, table.clustering.len())?;
-                super::key::check_cursor(table, s, &ck)?;
+                let (start, end) = super::key::slice_range(table, s)?;
+                super::key::cursor_key(table, s, &ck, (&start, end.as_deref()))?;
                 Some(ck)
             }
             None => None,

@@ -215,21 +215,23 @@ pub(crate) fn slice_range(
     Ok((start, end))
 }
 
-/// Whether a cursor's clustering key `ck` names a row inside slice `s`; an
-/// edited cursor may not widen a slice's prefix or bounds on either engine.
-pub(crate) fn check_cursor(
+/// The encoded full key of a cursor's clustering key `ck` in slice `s`,
+/// whose byte range ([`slice_range`]) is `start..end`: BAD_CURSOR unless it
+/// names a row inside it, so an edited cursor cannot widen a slice's prefix
+/// or bounds on either engine.
+pub(crate) fn cursor_key(
     table: &'static Table,
     s: &Slice,
     ck: &[Value],
-) -> Result<(), StoreError> {
+    (start, end): (&[u8], Option<&[u8]>),
+) -> Result<Vec<u8>, StoreError> {
     let mut full = s.partition.clone();
     full.extend_from_slice(ck);
     let at = encode(table, &full)?;
-    let (start, end) = slice_range(table, s)?;
-    if at < start || end.is_some_and(|e| at >= e) {
+    if at.as_slice() < start || end.is_some_and(|e| at.as_slice() >= e) {
         return Err(StoreError::BadCursor);
     }
-    Ok(())
+    Ok(at)
 }
 
 /// Takes `N` bytes (each XOR `flip`) off the front of `rest`.

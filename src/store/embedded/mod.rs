@@ -609,15 +609,7 @@ impl SliceRange {
         let after = match &s.after {
             Some(c) => {
                 let ck = c.key(table, fp, pk, table.clustering.len())?;
-                let mut full = s.partition.clone();
-                full.extend(ck);
-                let after = key::encode(table, &full)?;
-                // A cursor names a row of its slice; an edited one that
-                // points elsewhere is refused, not used as a range bound.
-                if after < start || end.as_ref().is_some_and(|e| after >= *e) {
-                    return Err(StoreError::BadCursor);
-                }
-                Some(after)
+                Some(key::cursor_key(table, s, &ck, (&start, end.as_deref()))?)
             }
             None => None,
         };
