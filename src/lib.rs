@@ -54,6 +54,8 @@ pub fn tables() -> Vec<&'static store::Table> {
 
 #[cfg(test)]
 mod tests {
+    use super::store;
+
     /// The embedded engine's keys begin with a table id hashed from the
     /// table's name; two tables with one id would share rows.
     #[test]
@@ -67,6 +69,4 @@ mod tests {
         }
         assert!(ids.len() > 40);
     }
-
-    use super::store;
 }

@@ -127,8 +127,13 @@ pub fn fnv1a_hex_bytes(bytes: &[u8]) -> String {
 }
 
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    fnv1a_parts(&[bytes])
+}
+
+/// [`fnv1a`] of the parts' concatenation, without building it.
+pub(crate) fn fnv1a_parts(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
+    for b in parts.iter().flat_map(|p| p.iter()) {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
