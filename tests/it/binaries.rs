@@ -882,20 +882,14 @@ async fn rechecking_revalidates_and_rederives_changed_content(engine: Engine) {
     // The history: first sighting, the fetch, the 304, the changed fetch.
     // The fetch's history row is written just after the body settled the
     // binary, so it may come a moment after the status.
-    let mut h = Value::Null;
-    for _ in 0..100 {
-        h = srv
-            .data(
-                "query($u: String!) { crawlLink(url: $u) { firstSighting status } }",
-                json!({"u": url}),
-                Some(&srv.token(&["admin"])),
-            )
-            .await;
-        if h["crawlLink"].as_array().is_some_and(|a| a.len() >= 4) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let h = srv
+        .data_until(
+            "query($u: String!) { crawlLink(url: $u) { firstSighting status } }",
+            json!({"u": url}),
+            Some(&srv.token(&["admin"])),
+            |h| h["crawlLink"].as_array().is_some_and(|a| a.len() >= 4),
+        )
+        .await;
     assert_eq!(
         h["crawlLink"],
         json!([

@@ -231,20 +231,14 @@ async fn robots_txt_and_the_delay_are_honoured(engine: Engine) {
     // The history says why. The crawler writes the fetch's history row just
     // after it has settled the binary, so the row can come a moment later.
     let admin = srv.token(&["admin"]);
-    let mut h = Value::Null;
-    for _ in 0..100 {
-        h = srv
-            .data(
-                "query($u: String!) { crawlLink(url: $u) { firstSighting robotsExcluded status error } }",
-                json!({"u": private}),
-                Some(&admin),
-            )
-            .await;
-        if h["crawlLink"].as_array().is_some_and(|r| r.len() >= 2) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let h = srv
+        .data_until(
+            "query($u: String!) { crawlLink(url: $u) { firstSighting robotsExcluded status error } }",
+            json!({"u": private}),
+            Some(&admin),
+            |h| h["crawlLink"].as_array().is_some_and(|r| r.len() >= 2),
+        )
+        .await;
     let rows = h["crawlLink"].as_array().unwrap();
     assert_eq!(rows.len(), 2, "{h}");
     assert_eq!(rows[1]["robotsExcluded"], json!(true));
@@ -524,23 +518,18 @@ async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     assert_eq!(d["crawlDomain"]["priority"], 7);
     // The binary shows its crawl history (the fetch is recorded just after
     // the binary settles: wait for it).
-    let mut b = Value::Null;
-    for _ in 0..100 {
-        b = srv
-            .data(
-                "query($r: ID!) { binary(referenceId: $r) { crawls { firstSighting status mime } } }",
-                json!({"r": r}),
-                None,
-            )
-            .await;
-        if b["binary"]["crawls"]
-            .as_array()
-            .is_some_and(|c| c.len() >= 2)
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let b = srv
+        .data_until(
+            "query($r: ID!) { binary(referenceId: $r) { crawls { firstSighting status mime } } }",
+            json!({"r": r}),
+            None,
+            |b| {
+                b["binary"]["crawls"]
+                    .as_array()
+                    .is_some_and(|c| c.len() >= 2)
+            },
+        )
+        .await;
     assert_eq!(
         b["binary"]["crawls"],
         json!([

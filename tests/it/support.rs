@@ -424,6 +424,26 @@ impl TestServer {
         assert!(r.get("errors").is_none(), "unexpected errors: {r:#}");
         r["data"].clone()
     }
+
+    /// The query's data once `done` holds for it, polled for up to 10 s; the
+    /// last answer when it never does (the caller's assertion then shows it).
+    /// For rows a service writes a moment after the state a test waited for.
+    pub async fn data_until(
+        &self,
+        query: &str,
+        variables: Value,
+        token: Option<&str>,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let d = self.data(query, variables.clone(), token).await;
+            if done(&d) || std::time::Instant::now() > deadline {
+                return d;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// The `extensions.code` of the first error.
