@@ -319,6 +319,8 @@ impl CqlStore {
         };
         let applied = current.as_ref().is_some_and(|cur| {
             (table.key_len()..table.width()).all(|i| match &cas.row.values[i] {
+                // An empty list is written as null and reads back as one.
+                Some(Value::TextList(l)) if l.is_empty() => cur.values[i].is_none(),
                 Some(v) => cur.values[i].as_ref() == Some(v),
                 // An insert writes its nulls too; an update leaves them.
                 None => !matches!(cas.condition, Condition::NotExists) || cur.values[i].is_none(),

@@ -469,6 +469,18 @@ async fn batches_write_all_types_and_delete_ranges(engine: Engine) {
     s.apply(vec![Mutation::upsert(full.clone())]).await.unwrap();
     let got = s.get(&PROBE, &full.key().unwrap()).await.unwrap().unwrap();
     assert_eq!(got, full);
+    // An empty list is null on both engines (Cassandra has no empty
+    // collection), also when a compare-and-set writes it.
+    let empty = probe(&p, "a", 9).set("l", Vec::<String>::new());
+    s.apply(vec![Mutation::upsert(empty.clone())])
+        .await
+        .unwrap();
+    let got = s.get(&PROBE, &empty.key().unwrap()).await.unwrap().unwrap();
+    assert_eq!(got.get("l"), None);
+    assert_eq!(got.text_list("l"), Vec::<String>::new());
+    s.apply(vec![Mutation::delete(&PROBE, empty.key().unwrap())])
+        .await
+        .unwrap();
     // An upsert replaces the whole row.
     s.apply(vec![Mutation::upsert(probe(&p, "a", 1))])
         .await

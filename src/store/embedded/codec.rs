@@ -47,7 +47,10 @@ pub(super) fn encode(row: &Row, expires: u64) -> Vec<u8> {
     varint(&mut out, expires);
     for v in columns {
         match v {
+            // Cassandra has no empty collection: it reads back as null. So
+            // does this engine's.
             None => out.push(NULL),
+            Some(Value::TextList(l)) if l.is_empty() => out.push(NULL),
             Some(Value::Text(s)) => match timestamp::parse(s) {
                 Some((secs, count, fraction)) => {
                     out.push(TIME);
@@ -358,6 +361,13 @@ pub(super) fn decode(table: &'static Table, key: &[u8], value: &[u8]) -> Result<
             table.name
         )));
     }
+    let mut values = values;
+    // Rows written before empty lists were stored as null.
+    for v in &mut values {
+        if matches!(v, Some(Value::TextList(l)) if l.is_empty()) {
+            *v = None;
+        }
+    }
     Ok(Row { table, values })
 }
 
@@ -394,8 +404,28 @@ mod tests {
                 .prop_map(|d| Some(Value::Double(d))),
             any::<bool>().prop_map(|b| Some(Value::Boolean(b))),
             proptest::collection::vec(any::<u8>(), 0..300).prop_map(|b| Some(Value::Blob(b))),
-            proptest::collection::vec(".*", 0..5).prop_map(|l| Some(Value::TextList(l))),
+            // Empty lists read back as null: `empty_lists_are_null`.
+            proptest::collection::vec(".*", 1..5).prop_map(|l| Some(Value::TextList(l))),
         ]
+    }
+
+    #[test]
+    fn empty_lists_are_null() {
+        let mut rest = vec![None; 6];
+        rest[5] = Some(Value::TextList(Vec::new()));
+        let row = row("x".into(), rest);
+        let key = key::encode(&T, &row.key().unwrap()).unwrap();
+        let got = decode(&T, &key, &encode(&row, 0)).unwrap();
+        assert_eq!(
+            got.values,
+            [vec![Some(Value::Text("x".into()))], vec![None; 6]].concat()
+        );
+        // As format 1 wrote it.
+        let mut old = 0u64.to_be_bytes().to_vec();
+        old.extend([
+            BINARY_V1, TEXT, 1, b'x', NULL, NULL, NULL, NULL, NULL, TEXT_LIST, 0,
+        ]);
+        assert_eq!(decode(&T, &key, &old).unwrap().values, got.values);
     }
 
     fn row(id: String, rest: Vec<Option<Value>>) -> Row {
@@ -478,8 +508,8 @@ mod tests {
             let mut row = Row::new(&T).set("id", "k").set("l", Vec::<String>::new());
             row.values[5] = Some(Value::from(s));
             // The id's key column is not in the value; `2`, the expiry, 4
-            // NULL tags, the time, and the list's tag and length.
-            assert_eq!(encode(&row, 0).len(), 2 + 4 + len + 2, "{s}");
+            // NULL tags, the time, and the empty list's NULL tag.
+            assert_eq!(encode(&row, 0).len(), 2 + 4 + len + 1, "{s}");
         }
         for s in [
             "2023-02-29T00:00:00Z",
