@@ -129,6 +129,9 @@ pub enum Value {
     Double(f64),
     Boolean(bool),
     Blob(#[serde(with = "blob_text")] Vec<u8>),
+    /// An empty list is stored as null and reads back as `None` on both
+    /// engines (Cassandra has no empty collection); `Row::text_list` gives
+    /// an empty `Vec` for either.
     TextList(Vec<String>),
 }
 
