@@ -284,14 +284,18 @@ impl<'a> Reader<'a> {
                         .ok_or_else(|| corrupt(self.table, "time"))?;
                     Some(Value::Text(t))
                 }
-                TEXT_LIST => {
-                    let n = self.varint()?;
-                    let mut l = Vec::with_capacity(n.min(1024));
-                    for _ in 0..n {
-                        l.push(self.text()?);
+                // An empty list, as rows written before empty lists were
+                // stored as null have it, reads as null.
+                TEXT_LIST => match self.varint()? {
+                    0 => None,
+                    n => {
+                        let mut l = Vec::with_capacity(n.min(1024));
+                        for _ in 0..n {
+                            l.push(self.text()?);
+                        }
+                        Some(Value::TextList(l))
                     }
-                    Some(Value::TextList(l))
-                }
+                },
                 _ => return Err(corrupt(self.table, "tag")),
             });
         }
@@ -349,8 +353,18 @@ pub(super) fn decode(table: &'static Table, key: &[u8], value: &[u8]) -> Result<
                     r.columns(&mut values)?;
                     values
                 }
-                // Rows written by the first versions.
-                Some(b'[') => serde_json::from_slice(body).map_err(|_| corrupt(table, "json"))?,
+                // Rows written by the first versions; an empty list reads
+                // as null, as in the binary formats.
+                Some(b'[') => {
+                    let mut values: Vec<Option<Value>> =
+                        serde_json::from_slice(body).map_err(|_| corrupt(table, "json"))?;
+                    for v in &mut values {
+                        if matches!(v, Some(Value::TextList(l)) if l.is_empty()) {
+                            *v = None;
+                        }
+                    }
+                    values
+                }
                 _ => return Err(corrupt(table, "format")),
             }
         }
@@ -360,13 +374,6 @@ pub(super) fn decode(table: &'static Table, key: &[u8], value: &[u8]) -> Result<
             "{}: stored row has wrong width",
             table.name
         )));
-    }
-    let mut values = values;
-    // Rows written before empty lists were stored as null.
-    for v in &mut values {
-        if matches!(v, Some(Value::TextList(l)) if l.is_empty()) {
-            *v = None;
-        }
     }
     Ok(Row { table, values })
 }
@@ -426,6 +433,13 @@ mod tests {
             BINARY_V1, TEXT, 1, b'x', NULL, NULL, NULL, NULL, NULL, TEXT_LIST, 0,
         ]);
         assert_eq!(decode(&T, &key, &old).unwrap().values, got.values);
+        // As format 2 wrote it before empty lists were null.
+        let v2 = [BINARY_V2, 0, NULL, NULL, NULL, NULL, NULL, TEXT_LIST, 0];
+        assert_eq!(decode(&T, &key, &v2).unwrap().values, got.values);
+        // As the first versions wrote it (JSON).
+        let mut json = 0u64.to_be_bytes().to_vec();
+        serde_json::to_writer(&mut json, &row.values).unwrap();
+        assert_eq!(decode(&T, &key, &json).unwrap().values, got.values);
     }
 
     fn row(id: String, rest: Vec<Option<Value>>) -> Row {
