@@ -481,6 +481,20 @@ async fn batches_write_all_types_and_delete_ranges(engine: Engine) {
     s.apply(vec![Mutation::delete(&PROBE, empty.key().unwrap())])
         .await
         .unwrap();
+    let inserted = s
+        .cas(Cas {
+            row: empty.clone(),
+            condition: Condition::NotExists,
+            ttl: None,
+        })
+        .await
+        .unwrap();
+    assert!(inserted.applied);
+    let got = s.get(&PROBE, &empty.key().unwrap()).await.unwrap().unwrap();
+    assert_eq!(got.get("l"), None);
+    s.apply(vec![Mutation::delete(&PROBE, empty.key().unwrap())])
+        .await
+        .unwrap();
     // An upsert replaces the whole row.
     s.apply(vec![Mutation::upsert(probe(&p, "a", 1))])
         .await
