@@ -322,6 +322,10 @@ pub struct Limits {
     /// Largest accepted request body in bytes.
     #[arg(long, env = "KARTEI_MAX_BODY_BYTES", default_value_t = 1 << 20)]
     pub max_body_bytes: usize,
+    /// Longest accepted GraphQL query text in bytes (data belongs in variables,
+    /// which only the body limit bounds).
+    #[arg(long, env = "KARTEI_MAX_QUERY_BYTES", default_value_t = 64 << 10)]
+    pub max_query_bytes: usize,
     /// Deepest accepted GraphQL query.
     #[arg(long, env = "KARTEI_MAX_DEPTH", default_value_t = 12)]
     pub max_depth: usize,
@@ -359,6 +363,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: 1 << 20,
+            max_query_bytes: 64 << 10,
             max_depth: 12,
             max_complexity: 20_000,
             batch_window_ms: 0,

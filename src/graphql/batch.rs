@@ -58,19 +58,10 @@ impl Batches {
             fetches
         };
         for fetch in fetches {
-            let batches = self.clone();
+            let done = Answered(self.clone());
             tokio::spawn(async move {
                 fetch.await;
-                let wake = {
-                    let mut state = batches.state();
-                    state.in_flight -= 1;
-                    (state.in_flight == 0 && !state.queue.is_empty())
-                        .then(|| state.waker.clone())
-                        .flatten()
-                };
-                if let Some(w) = wake {
-                    w.wake();
-                }
+                drop(done);
             });
         }
     }
@@ -81,6 +72,26 @@ impl Batches {
         Driven {
             request: Box::pin(request),
             batches: self,
+        }
+    }
+}
+
+/// A fetch of the current wave, counted out when it ends: also when it
+/// panics or is dropped unfinished, or the next wave would never start and
+/// the request would wait until its deadline (a subscription, for ever).
+struct Answered(Batches);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        let wake = {
+            let mut state = self.0.state();
+            state.in_flight = state.in_flight.saturating_sub(1);
+            (state.in_flight == 0 && !state.queue.is_empty())
+                .then(|| state.waker.clone())
+                .flatten()
+        };
+        if let Some(w) = wake {
+            w.wake();
         }
     }
 }
@@ -138,5 +149,25 @@ mod tests {
         };
         assert_eq!(batches.drive(request).await, 1);
         assert_eq!(started.load(Ordering::SeqCst), 1);
+    }
+
+    /// A loader's fetch that panics still counts as answered: the next wave
+    /// starts, and the request finishes instead of waiting for its deadline.
+    #[tokio::test]
+    async fn a_fetch_that_panics_does_not_stop_the_next_wave() {
+        let batches = Batches::default();
+        let b = batches.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let request = async move {
+            b.queue(Box::pin(async { panic!("a loader's bug") }));
+            tokio::task::yield_now().await;
+            b.queue(Box::pin(async move {
+                let _ = tx.send(());
+            }));
+            rx.await.is_ok()
+        };
+        let answered =
+            tokio::time::timeout(std::time::Duration::from_secs(5), batches.drive(request)).await;
+        assert_eq!(answered.ok(), Some(true));
     }
 }

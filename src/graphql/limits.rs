@@ -29,6 +29,13 @@ use sha2::{Digest, Sha256};
 /// query needs it, and it keeps the measuring walk's recursion shallow.
 const MAX_SPREAD_NESTING: usize = 64;
 
+/// Brackets (`{`, `[`, `(`) open at once beyond this are refused before the
+/// text is parsed: the parser recurses once per bracket of a list or object
+/// value with no bound of its own (its depth limit covers selection sets
+/// only), so a query of 400,000 `[` overflowed the stack and aborted the
+/// process.
+pub const MAX_TEXT_NESTING: usize = 128;
+
 /// The bounds a document is held to, counted with every fragment expanded.
 #[derive(Clone, Copy, Debug)]
 pub struct QueryBounds {
@@ -38,6 +45,9 @@ pub struct QueryBounds {
     /// Nesting of fields after expansion (`--max-depth`), introspection
     /// excepted (its size still counts).
     pub max_depth: u64,
+    /// Longest query text (`--max-query-bytes`), checked before parsing:
+    /// parsing and validating cost memory and time in proportion to the text.
+    pub max_query_bytes: usize,
     /// How long a query may run once validated.
     pub query_timeout: Duration,
     /// How long a mutation may run once validated.
@@ -78,22 +88,20 @@ impl Gate {
             Ok(admitted) => admitted,
             Err(e) => return Response::from_errors(vec![e]),
         };
-        let limit = match ty {
-            OperationType::Mutation => self.bounds.mutation_timeout,
-            _ => self.bounds.query_timeout,
-        };
+        let limit = self.deadline(ty).unwrap_or(self.bounds.query_timeout);
         match tokio::time::timeout(limit, engine.execute(request)).await {
             Ok(r) => r,
-            Err(_) => {
-                crate::metrics::graphql_error("TIMEOUT");
-                Response::from_errors(vec![refusal(
-                    format!(
-                        "the request ran longer than its limit of {:.1} s and was stopped",
-                        limit.as_secs_f64()
-                    ),
-                    "TIMEOUT",
-                )])
-            }
+            Err(_) => timed_out(limit),
+        }
+    }
+
+    /// How long an operation of type `ty` may run; `None` for a
+    /// subscription, which is meant to stay open.
+    pub fn deadline(&self, ty: OperationType) -> Option<Duration> {
+        match ty {
+            OperationType::Mutation => Some(self.bounds.mutation_timeout),
+            OperationType::Query => Some(self.bounds.query_timeout),
+            OperationType::Subscription => None,
         }
     }
 
@@ -101,6 +109,7 @@ impl Gate {
     /// and within bounds, and the type of the operation it will run.
     pub async fn admit(&self, request: Request) -> ServerResult<(Request, OperationType)> {
         let (mut request, keep_as) = self.persisted_query(request).await?;
+        check_text(&request.query, self.bounds.max_query_bytes)?;
         let name = request.operation_name.clone();
         let name = name.as_deref();
         let doc = request.parsed_query()?;
@@ -165,6 +174,74 @@ impl Gate {
     }
 }
 
+/// Refuses query text longer than `max_bytes` or whose brackets nest deeper
+/// than [`MAX_TEXT_NESTING`] (strings and comments skipped). Every transport
+/// calls it before the text is parsed.
+pub fn check_text(query: &str, max_bytes: usize) -> ServerResult<()> {
+    if query.len() > max_bytes {
+        return Err(refusal(
+            format!(
+                "the query text is {} bytes long; the limit is {max_bytes} (send data in variables)",
+                query.len()
+            ),
+            "BAD_USER_INPUT",
+        ));
+    }
+    let b = query.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < b.len() {
+        match b[i] {
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' && b[i] != b'\r' {
+                    i += 1;
+                }
+            }
+            b'"' if b[i..].starts_with(b"\"\"\"") => {
+                i += 3;
+                while i < b.len() && !b[i..].starts_with(b"\"\"\"") {
+                    i += if b[i..].starts_with(b"\\\"\"\"") {
+                        4
+                    } else {
+                        1
+                    };
+                }
+                i += 2; // the closing quotes, less the step below
+            }
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' | b'[' | b'(' => {
+                depth += 1;
+                if depth > MAX_TEXT_NESTING {
+                    return Err(refusal(
+                        format!("the query nests brackets more than {MAX_TEXT_NESTING} deep"),
+                        "BAD_USER_INPUT",
+                    ));
+                }
+            }
+            b'}' | b']' | b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// The answer to a request stopped after `limit`.
+pub fn timed_out(limit: Duration) -> Response {
+    crate::metrics::graphql_error("TIMEOUT");
+    Response::from_errors(vec![refusal(
+        format!(
+            "the request ran longer than its limit of {:.1} s and was stopped",
+            limit.as_secs_f64()
+        ),
+        "TIMEOUT",
+    )])
+}
+
 fn refusal(message: String, code: &str) -> ServerError {
     let mut e = ServerError::new(message, None);
     let mut ext = ErrorExtensionValues::default();
@@ -210,16 +287,21 @@ impl<'a> Measure<'a> {
                     } else {
                         d
                     };
-                    (n.saturating_add(1), d.saturating_add(1))
+                    // Arguments and directives are steps of validation too (its
+                    // overlapping-fields rule compares arguments pairwise).
+                    let own = 1 + f.node.arguments.len() + f.node.directives.len();
+                    (n.saturating_add(own as u64), d.saturating_add(1))
                 }
                 // A spread or inline fragment is a step of every walk too.
                 Selection::InlineFragment(f) => {
                     let (n, d) = self.selection_set(&f.node.selection_set.node, nesting + 1)?;
-                    (n.saturating_add(1), d)
+                    let own = 1 + f.node.directives.len();
+                    (n.saturating_add(own as u64), d)
                 }
                 Selection::FragmentSpread(s) => {
                     let (n, d) = self.fragment(s.node.fragment_name.node.as_str(), nesting + 1)?;
-                    (n.saturating_add(1), d)
+                    let own = 1 + s.node.directives.len();
+                    (n.saturating_add(own as u64), d)
                 }
             };
             fields = fields.saturating_add(n);
@@ -300,6 +382,7 @@ mod tests {
         QueryBounds {
             max_fields: 1000,
             max_depth: 12,
+            max_query_bytes: 64 << 10,
             query_timeout: Duration::from_secs(1),
             mutation_timeout: Duration::from_secs(1),
         }
@@ -381,5 +464,27 @@ mod tests {
             q.push_str(&format!(" fragment C{i} on Category{{...C{}}}", i + 1));
         }
         assert!(measure(&q).unwrap_err().message.contains("nested"));
+    }
+
+    #[test]
+    fn brackets_nest_within_bounds_and_strings_and_comments_do_not_count() {
+        let deep = |n: usize| format!("{{a(x:{}1{})}}", "[".repeat(n), "]".repeat(n));
+        assert!(check_text(&deep(MAX_TEXT_NESTING - 2), 1 << 20).is_ok());
+        let e = check_text(&deep(MAX_TEXT_NESTING), 1 << 20).unwrap_err();
+        assert!(e.message.contains("nests brackets"), "{}", e.message);
+        let quoted = "[".repeat(500);
+        for text in [
+            format!("{{a(x:\"{quoted}\\\"{quoted}\")}}"),
+            format!("{{a(x:\"\"\"{quoted}\\\"\"\"{quoted}\"\"\")}}"),
+            format!("# {quoted}\n{{a}}"),
+        ] {
+            assert!(check_text(&text, 1 << 20).is_ok(), "{text:.80}");
+        }
+        assert!(
+            check_text("{a}", 2)
+                .unwrap_err()
+                .message
+                .contains("limit is 2")
+        );
     }
 }

@@ -41,6 +41,7 @@ pub fn gate(limits: &Limits) -> limits::Gate {
         limits::QueryBounds {
             max_fields: limits.max_complexity as u64,
             max_depth: limits.max_depth as u64,
+            max_query_bytes: limits.max_query_bytes,
             query_timeout: std::time::Duration::from_secs(limits.request_timeout),
             mutation_timeout: std::time::Duration::from_secs(limits.mutation_timeout),
         },

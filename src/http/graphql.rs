@@ -190,7 +190,9 @@ fn request_from_query(raw: &str) -> Result<GqlRequest, ApiError> {
 /// once and kept in the request, so the engine does not parse it again.
 pub fn chosen_operation(
     request: &mut GqlRequest,
+    max_query_bytes: usize,
 ) -> Result<Option<&OperationDefinition>, async_graphql::ServerError> {
+    crate::graphql::limits::check_text(&request.query, max_query_bytes)?;
     let name = request.operation_name.clone();
     let doc = request.parsed_query()?;
     Ok(match (&doc.operations, name) {
@@ -232,7 +234,7 @@ pub async fn get(
         Err(e) => return refusal(media, e),
     };
     // A document that does not parse is left to the engine to report.
-    let is_mutation = chosen_operation(&mut request)
+    let is_mutation = chosen_operation(&mut request, app.limits.max_query_bytes)
         .ok()
         .flatten()
         .is_some_and(|op| op.ty == OperationType::Mutation);
@@ -332,11 +334,13 @@ pub async fn post(
         Ok(p) => p,
         Err(e) => return refusal(media, e),
     };
-    let content_type = headers
+    // Only the media type and parameter names are case-insensitive: a
+    // multipart boundary is matched byte for byte (browsers send mixed case).
+    let raw_content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_ascii_lowercase();
+        .unwrap_or_default();
+    let content_type = raw_content_type.to_ascii_lowercase();
     let essence = content_type.split(';').next().unwrap_or_default().trim();
     let max_body = app.limits.max_body_bytes as u64;
     let request = match essence {
@@ -344,8 +348,9 @@ pub async fn post(
             let limits = multipart::MultipartLimits {
                 max_text_bytes: max_body,
                 max_file_bytes: app.binaries.config().max_bytes,
+                max_query_bytes: app.limits.max_query_bytes,
             };
-            match multipart::read(&content_type, body, &principal, &limits).await {
+            match multipart::read(raw_content_type, body, &principal, &limits).await {
                 Ok(r) => r,
                 Err(e) => return refusal(media, e),
             }

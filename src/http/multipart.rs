@@ -15,7 +15,7 @@ use axum::body::Body;
 use futures::TryStreamExt;
 use tokio::io::AsyncWriteExt;
 
-use crate::auth::Principal;
+use crate::auth::{Principal, Role};
 use crate::error::ApiError;
 
 /// Files one request may carry, and paths in its `map`.
@@ -26,6 +26,8 @@ pub struct MultipartLimits {
     pub max_text_bytes: u64,
     /// Bound of each file.
     pub max_file_bytes: u64,
+    /// Bound of the query text (`--max-query-bytes`), checked before it is parsed.
+    pub max_query_bytes: usize,
 }
 
 fn too_large(what: &str, limit: u64) -> ApiError {
@@ -109,6 +111,10 @@ pub async fn read(
             "files are accepted only with a bearer token".into(),
         ));
     }
+    // Only an uploader's files can be used (uploadBinary is the one
+    // mutation that takes them): any other token would spool up to
+    // MAX_FILES × the file bound to disk before its mutation is refused.
+    principal.require_any(&[Role::Machine, Role::Admin])?;
     // Each path of a file holds a descriptor of its spool file: count the
     // paths, not only the files, or one file could name thousands.
     if map.len() > MAX_FILES || map.values().map(Vec::len).sum::<usize>() > MAX_FILES {
@@ -116,7 +122,7 @@ pub async fn read(
             "at most {MAX_FILES} files (and paths in `map`) per request"
         )));
     }
-    let uploads = upload_variables(&mut request)?;
+    let uploads = upload_variables(&mut request, limits.max_query_bytes)?;
     for paths in map.values() {
         for path in paths {
             let variable = path
@@ -183,8 +189,11 @@ async fn next_field<'r>(
 }
 
 /// The variables of type `Upload` (or lists of it) that the request's operation declares.
-fn upload_variables(request: &mut Request) -> Result<Vec<String>, ApiError> {
-    let op = super::graphql::chosen_operation(request)
+fn upload_variables(
+    request: &mut Request,
+    max_query_bytes: usize,
+) -> Result<Vec<String>, ApiError> {
+    let op = super::graphql::chosen_operation(request, max_query_bytes)
         .map_err(|e| ApiError::bad_input(format!("the query does not parse: {}", e.message)))?;
     let Some(op) = op else {
         return Err(ApiError::bad_input(

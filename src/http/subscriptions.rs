@@ -84,21 +84,33 @@ impl Executor for Live {
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
         // The gate first (persisted query, bounds); a refusal is the
-        // stream's one response. The deadline is for requests, not for a
-        // subscription that is meant to stay open.
+        // stream's one response. A query or mutation sent over the socket
+        // (the protocol allows it) has the deadline it has over HTTP; a
+        // subscription is meant to stay open.
         let app = self.0.clone();
         async move {
             match app.gate.admit(request).await {
                 Err(e) => futures::stream::iter([Response::from_errors(vec![e])]).boxed(),
-                Ok((request, _)) => {
+                Ok((request, ty)) => {
                     let batches = Batches::default();
                     let request = super::graphql::with_loaders(&app, request, &batches);
-                    batches
+                    let mut responses = batches
                         .drive(app.schema.execute_stream_with_session_data(
                             request,
                             session_data.unwrap_or_default(),
                         ))
-                        .boxed()
+                        .boxed();
+                    let Some(limit) = app.gate.deadline(ty) else {
+                        return responses;
+                    };
+                    async move {
+                        match tokio::time::timeout(limit, responses.next()).await {
+                            Ok(r) => r.unwrap_or_default(),
+                            Err(_) => crate::graphql::limits::timed_out(limit),
+                        }
+                    }
+                    .into_stream()
+                    .boxed()
                 }
             }
         }

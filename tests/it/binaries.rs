@@ -254,7 +254,9 @@ async fn upload(srv: &TestServer, context: &str, file: &[u8]) -> (StatusCode, Va
 }
 
 async fn graphql_upload(srv: &TestServer, context: &str, file: &[u8]) -> Value {
-    let boundary = format!("kartei-{}", uid());
+    // Mixed case, as browsers send it (`fetch` with FormData): a boundary is
+    // matched byte for byte, so the server must not lowercase it.
+    let boundary = format!("----WebKitFormBoundaryKartei{}", uid());
     let operations = json!({
         "query": "mutation($f: Upload!, $c: String!) { uploadBinary(file: $f, context: $c) { referenceId originalId status } }",
         "variables": {"f": null, "c": context},

@@ -186,6 +186,13 @@ impl Server {
     }
 }
 
+/// Asserts that `r` is a BAD_USER_INPUT refusal whose message says `says`.
+fn refused(r: &Value, says: &str) {
+    assert_eq!(code(r), "BAD_USER_INPUT", "{r}");
+    let message = r["errors"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(says), "{r}");
+}
+
 fn code(r: &Value) -> &str {
     r["errors"][0]["extensions"]["code"]
         .as_str()
@@ -336,6 +343,53 @@ fn hostile_inputs_get_bounded_typed_answers() {
             }
             let (_, r) = srv.gql(&q, None).await;
             assert_eq!(code(&r), "BAD_USER_INPUT", "{r}");
+        })
+        .await;
+
+        // A list value nested 30,000 deep: the parser recursed once per
+        // bracket and overflowed the stack (the process aborted). Refused
+        // before parsing, over POST and GET alike.
+        srv.case("deeply nested list values", async {
+            let q = format!(
+                "{{ portals(x: {}1{}) {{ id }} }}",
+                "[".repeat(30_000),
+                "]".repeat(30_000)
+            );
+            let (_, r) = srv.gql(&q, None).await;
+            refused(&r, "nests brackets");
+            let q = format!(
+                "{{ portals(x: {}1{}) {{ id }} }}",
+                "[".repeat(200),
+                "]".repeat(200)
+            );
+            let r = srv
+                .client
+                .get(format!("{}/graphql", srv.url))
+                .query(&[("query", &q)])
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(code(&r.json().await.unwrap()), "BAD_USER_INPUT");
+        })
+        .await;
+        // Query text past --max-query-bytes (64 KiB) is refused unparsed: a
+        // 1 MiB document of directives or arguments cost hundreds of MB of
+        // validation errors, or hours of validation.
+        srv.case("query text longer than its limit", async {
+            let q = format!("{{ __typename {} }}", "@a ".repeat(100_000));
+            let (_, r) = srv.gql(&q, None).await;
+            refused(&r, "the limit is 65536");
+        })
+        .await;
+        // Arguments and directives count toward the expanded size: a fragment
+        // of 6,000 arguments spread four times is 24,000 steps of validation.
+        srv.case("arguments multiplied by fragment spreads", async {
+            let args: Vec<_> = (0..3000).map(|i| format!("b{i}:0")).collect();
+            let field = format!("a: __typename({})", args.join(","));
+            let q = format!("{{ ...F ...F ...F ...F }} fragment F on Query {{ {field} {field} }}");
+            assert!(q.len() < 64 << 10);
+            let (_, r) = srv.gql(&q, None).await;
+            refused(&r, "expanded");
         })
         .await;
 
@@ -650,6 +704,23 @@ fn slow_requests_stop_at_their_deadline_and_when_the_client_leaves() {
             started.elapsed() < Duration::from_millis(2900),
             "stopped at the deadline"
         );
+        // The same query sent over a WebSocket (the protocol allows queries
+        // there) has the same deadline: it had none.
+        let (mut ws, acked) = super::live::connect(&srv.url, None).await;
+        assert!(acked);
+        let started = Instant::now();
+        super::live::subscribe(&mut ws, "q", "{ portals { id } }", json!({})).await;
+        let m = super::live::next_message(&mut ws).await.expect("an answer");
+        assert_eq!(m["type"], "next", "{m}");
+        assert_eq!(
+            m["payload"]["errors"][0]["extensions"]["code"], "TIMEOUT",
+            "{m}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(2900),
+            "stopped at the deadline over the socket"
+        );
+        drop(ws);
 
         // A client that gives up after 300 ms: its request's reads are dropped too.
         let abandoned = srv

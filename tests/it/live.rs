@@ -55,7 +55,7 @@ async fn open_when_free(base: &str) -> Socket {
 
 /// Opens a graphql-transport-ws connection to `base` with `token` (or none),
 /// and answers whether the server acknowledged it.
-async fn connect(base: &str, token: Option<&str>) -> (Socket, bool) {
+pub(crate) async fn connect(base: &str, token: Option<&str>) -> (Socket, bool) {
     let mut ws = open_when_free(base).await;
     let acked = init(&mut ws, token).await;
     (ws, acked)
@@ -77,7 +77,7 @@ async fn init(ws: &mut Socket, token: Option<&str>) -> bool {
 }
 
 /// The next protocol message (pings answered), or None when the socket closes.
-async fn next_message(ws: &mut Socket) -> Option<Value> {
+pub(crate) async fn next_message(ws: &mut Socket) -> Option<Value> {
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
             .await
@@ -97,7 +97,7 @@ async fn next_message(ws: &mut Socket) -> Option<Value> {
     }
 }
 
-async fn subscribe(ws: &mut Socket, id: &str, query: &str, variables: Value) {
+pub(crate) async fn subscribe(ws: &mut Socket, id: &str, query: &str, variables: Value) {
     ws.send(Message::text(
         json!({"id": id, "type": "subscribe", "payload": {"query": query, "variables": variables}})
             .to_string(),

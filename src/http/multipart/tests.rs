@@ -13,6 +13,7 @@ const BOUNDARY: &str = "kartei-test-boundary";
 const LIMITS: MultipartLimits = MultipartLimits {
     max_text_bytes: 2048,
     max_file_bytes: 1024,
+    max_query_bytes: 2048,
 };
 const UPLOAD: &str = "mutation Up($file: Upload!, $n: Int) { upload(file: $file, n: $n) }";
 
@@ -237,5 +238,20 @@ proptest! {
         }
         let r = read_whole(&parts, &who);
         prop_assert!(matches!(r, Err(ApiError::PayloadTooLarge(_))), "defect {}: {:?}", defect, r);
+    }
+}
+
+/// A token without an uploader's role sends no file: refused before any
+/// part is spooled (it is 403, as the mutation would be).
+#[test]
+fn a_caller_who_may_not_upload_sends_no_file() {
+    let parts = [
+        operations(UPLOAD, json!({"file": null})),
+        map(json!({"0": ["variables.file"]})),
+        file("0", b"x"),
+    ];
+    for roles in [&[][..], &[Role::Editor][..]] {
+        let r = read_whole(&parts, &Principal::local("reader", roles));
+        assert!(matches!(r, Err(ApiError::Forbidden(_))), "{roles:?}: {r:?}");
     }
 }
