@@ -445,11 +445,22 @@ pub async fn context_logs(
 
 const IIIF_CONTEXT: &str = "http://iiif.io/api/image/3/context.json";
 
-/// `GET /iiif/3/{ref}`: 303 to its info.json.
+/// `GET /iiif/3/{ref}`: 303 to its info.json. The reference arrives
+/// percent-decoded and is encoded again for the header: a raw `%0A` in it
+/// made the header value invalid, which axum answered with a 500.
 pub async fn iiif_base(Path(reference): Path<String>) -> Response {
+    if let Err(e) = crate::common::check_id("binary", &reference) {
+        return e.into_response();
+    }
+    let mut location = url::Url::parse("http://localhost/iiif/3").expect("a constant URL");
+    location
+        .path_segments_mut()
+        .expect("an http URL has a path")
+        .push(&reference)
+        .push("info.json");
     (
         StatusCode::SEE_OTHER,
-        [(header::LOCATION, format!("/iiif/3/{reference}/info.json"))],
+        [(header::LOCATION, location.path().to_owned())],
     )
         .into_response()
 }

@@ -64,9 +64,15 @@ impl DecodeBudget {
 
 /// What decoding `bytes` may hold at its peak, from the header alone: the
 /// input, the decoded pixels three times (decoder output, and the conversions
-/// to 8-bit RGBA and RGB on the way to JPEG), and 8 bytes for each pixel of an
-/// output of `output_pixels` (a IIIF response: the scaled and the rotated copy).
-pub fn decode_cost(bytes: &[u8], output_pixels: u64) -> Result<u64, String> {
+/// to 8-bit RGBA and RGB on the way to JPEG), 8 bytes for each pixel of an
+/// output of `output_pixels` (a IIIF response: the scaled and the rotated
+/// copy), and `scratch(width, height)` of the image: what its resize holds
+/// besides ([`resize_scratch`]).
+pub fn decode_cost(
+    bytes: &[u8],
+    output_pixels: u64,
+    scratch: impl FnOnce(u32, u32) -> u64,
+) -> Result<u64, String> {
     let reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| format!("cannot read the image: {e}"))?;
@@ -82,7 +88,18 @@ pub fn decode_cost(bytes: &[u8], output_pixels: u64) -> Result<u64, String> {
                 .saturating_mul(pixel)
                 .saturating_mul(3),
         )
-        .saturating_add(output_pixels.saturating_mul(8)))
+        .saturating_add(output_pixels.saturating_mul(8))
+        .saturating_add(scratch(w, h)))
+}
+
+/// The buffer `resize_exact` allocates besides its input and output: it
+/// scales columns first, into a 32-bit float RGBA image as wide as its input
+/// and as high as its output (16 bytes a pixel). A region 100,000,000 pixels
+/// wide scaled to 1,000 rows needs 1.6 TB of it, so it is reserved too.
+pub fn resize_scratch(input_width: u32, output_height: u32) -> u64 {
+    u64::from(input_width)
+        .saturating_mul(u64::from(output_height))
+        .saturating_mul(16)
 }
 
 /// The MIME type of an image format we decode, from its first bytes.
@@ -435,7 +452,7 @@ mod tests {
         image::RgbaImage::new(1000, 1000)
             .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
             .unwrap();
-        let cost = decode_cost(&png, 0).unwrap();
+        let cost = decode_cost(&png, 0, |_, _| 0).unwrap();
         assert!(cost >= 12_000_000, "4 MB of RGBA, three times: {cost}");
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -132,6 +132,22 @@ fn bad_requests_get_typed_errors() {
         .await;
         assert_eq!(status, 303);
         assert_eq!(headers["location"], "/iiif/3/abc/info.json");
+        // A decoded reference is encoded again for the header (it was a 500).
+        let (status, headers, _) = call(
+            &router,
+            Request::get("/iiif/3/a%20b%C3%A9")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(status, 303);
+        assert_eq!(headers["location"], "/iiif/3/a%20b%C3%A9/info.json");
+        let (status, _, _) = call(
+            &router,
+            Request::get("/iiif/3/a%0Ab").body(Body::empty()).unwrap(),
+        )
+        .await;
+        assert_eq!(status, 400);
         let (status, _, body) = call(
             &router,
             Request::get("/binary/unknown").body(Body::empty()).unwrap(),

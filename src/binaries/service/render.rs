@@ -71,7 +71,12 @@ impl Binaries {
         let (ow, oh) = crate::binaries::iiif::scaled_size(req.size, req.rotation, rw, rh)
             .map_err(IiifFailure::Request)?;
         let (bw, bh) = crate::binaries::iiif::rotated_box(ow, oh, req.rotation.degrees);
-        let cost = imaging::decode_cost(&bytes, u64::from(bw) * u64::from(bh))
+        let scratch = if (ow, oh) == (rw, rh) {
+            0
+        } else {
+            imaging::resize_scratch(rw, oh)
+        };
+        let cost = imaging::decode_cost(&bytes, u64::from(bw) * u64::from(bh), |_, _| scratch)
             .map_err(|e| IiifFailure::Api(ApiError::bad_input(e)))?;
         let memory = self
             .inner

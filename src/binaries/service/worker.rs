@@ -462,7 +462,17 @@ impl Binaries {
             .await
             .map_err(|e| FetchError::Temporary(e.message()))?;
         let limits = self.inner.config.imaging;
-        let cost = imaging::decode_cost(&bytes, 0).map_err(FetchError::Permanent)?;
+        // The largest derivative is scaled from the whole image, each smaller
+        // one from the previous result: the first resize holds the most.
+        let cost = imaging::decode_cost(&bytes, 0, |w, h| {
+            let tallest = DERIVATIVES
+                .iter()
+                .map(|(bw, bh, _)| imaging::fit(w, h, *bw, *bh).1)
+                .max()
+                .unwrap_or(0);
+            imaging::resize_scratch(w, tallest)
+        })
+        .map_err(FetchError::Permanent)?;
         let memory = self
             .inner
             .decode_budget
