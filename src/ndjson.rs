@@ -49,6 +49,22 @@ pub type Chunk<T> = (Vec<(usize, T)>, Vec<(usize, String)>);
 
 /// `lines` as chunks of up to `size` non-blank lines, each parsed by `parse`,
 /// advancing `progress` by the bytes read.
+/// Longest reason kept for a bad line: a reason may quote the line (an
+/// unknown field's name, a row kind), and a line may be 1 MiB.
+const MAX_REASON_BYTES: usize = 300;
+
+fn shortened(mut reason: String) -> String {
+    if reason.len() > MAX_REASON_BYTES {
+        let mut end = MAX_REASON_BYTES;
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        reason.truncate(end);
+        reason.push('…');
+    }
+    reason
+}
+
 pub fn chunks<'a, T, I, F>(
     lines: I,
     progress: &'a crate::progress::Progress,
@@ -65,11 +81,11 @@ where
         for line in lines.by_ref() {
             progress.advance(line.bytes);
             match line.text {
-                Err(reason) => bad.push((line.number, reason)),
+                Err(reason) => bad.push((line.number, shortened(reason))),
                 Ok(t) if t.trim().is_empty() => {}
                 Ok(t) => match parse(&t) {
                     Ok(r) => good.push((line.number, r)),
-                    Err(reason) => bad.push((line.number, reason)),
+                    Err(reason) => bad.push((line.number, shortened(reason))),
                 },
             }
             if good.len() + bad.len() >= size {
@@ -169,6 +185,26 @@ mod tests {
             .map(|l| l.unwrap())
             .map(|l| (l.number, l.text))
             .collect()
+    }
+
+    #[test]
+    fn a_reason_that_quotes_a_long_line_is_shortened() {
+        let long = format!("{{\"{}é\":1}}", "a".repeat(299));
+        let progress = crate::progress::Progress::start(long.len());
+        let parsed: Vec<_> = chunks(
+            lines(long.as_bytes()).map(|l| l.unwrap()),
+            &progress,
+            10,
+            |t| Err::<(), _>(format!("unknown field {t}")),
+        )
+        .collect();
+        let reason = &parsed[0].1[0].1;
+        assert!(
+            reason.len() <= MAX_REASON_BYTES + '…'.len_utf8(),
+            "{}",
+            reason.len()
+        );
+        assert!(reason.starts_with("unknown field {\"aaa") && reason.ends_with('…'));
     }
 
     #[test]

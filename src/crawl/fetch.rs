@@ -59,14 +59,33 @@ impl Cidr {
     }
 }
 
-/// IPv4-mapped IPv6 addresses are judged as the IPv4 address they carry.
+/// Longest ETag, Last-Modified or Content-Type kept from a response.
+const MAX_VALIDATOR_BYTES: usize = 256;
+
+/// An IPv6 address that carries an IPv4 address is judged as that address:
+/// IPv4-mapped (`::ffff:a.b.c.d`), IPv4-translated (`::ffff:0:a.b.c.d`),
+/// IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`, which a NAT64
+/// gateway forwards to a.b.c.d) and 6to4 (`2002:aabb:ccdd::`).
 fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => ip,
-        },
-        v4 => v4,
+    let IpAddr::V6(v6) = ip else {
+        return ip;
+    };
+    let s = v6.segments();
+    let o = v6.octets();
+    let v4 = |a: u8, b: u8, c: u8, d: u8| IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d));
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
+    }
+    match s {
+        [0, 0, 0, 0, 0xffff, 0, _, _] | [0x64, 0xff9b, 0, 0, 0, 0, _, _] => {
+            v4(o[12], o[13], o[14], o[15])
+        }
+        // `::` and `::1` stay IPv6 (unspecified, loopback).
+        [0, 0, 0, 0, 0, 0, _, _] if !v6.is_loopback() && !v6.is_unspecified() => {
+            v4(o[12], o[13], o[14], o[15])
+        }
+        [0x2002, ..] => v4(o[2], o[3], o[4], o[5]),
+        _ => ip,
     }
 }
 
@@ -74,23 +93,36 @@ fn canonical(ip: IpAddr) -> IpAddr {
 pub fn is_internal(ip: IpAddr) -> bool {
     match canonical(ip) {
         IpAddr::V4(a) => {
+            let [a0, a1, a2, _] = a.octets();
             a.is_loopback()
                 || a.is_private()
                 || a.is_link_local()
                 || a.is_multicast()
                 || a.is_unspecified()
                 || a.is_broadcast()
-                || a.octets()[0] == 0
+                || a0 == 0
                 // Shared address space (carrier-grade NAT), 100.64.0.0/10.
-                || (a.octets()[0] == 100 && (a.octets()[1] & 0xC0) == 64)
+                || (a0 == 100 && (a1 & 0xC0) == 64)
+                // IETF protocol assignments 192.0.0.0/24, benchmarking
+                // 198.18.0.0/15, reserved 240.0.0.0/4.
+                || (a0, a1, a2) == (192, 0, 0)
+                || (a0 == 198 && (a1 & 0xFE) == 18)
+                || a0 >= 240
         }
         IpAddr::V6(a) => {
+            let s0 = a.segments()[0];
             a.is_loopback()
                 || a.is_unspecified()
                 || a.is_multicast()
-                // Unique local fc00::/7 and link-local fe80::/10.
-                || (a.segments()[0] & 0xFE00) == 0xFC00
-                || (a.segments()[0] & 0xFFC0) == 0xFE80
+                // Unique local fc00::/7, link-local fe80::/10, site-local fec0::/10.
+                || (s0 & 0xFE00) == 0xFC00
+                || (s0 & 0xFFC0) == 0xFE80
+                || (s0 & 0xFFC0) == 0xFEC0
+                // Local-use NAT64 64:ff9b:1::/48 (its IPv4 may sit anywhere in
+                // it) and Teredo 2001::/32 (its IPv4 is obscured): tunnels
+                // into networks we cannot judge.
+                || (s0, a.segments()[1], a.segments()[2]) == (0x64, 0xff9b, 1)
+                || (s0, a.segments()[1]) == (0x2001, 0)
         }
     }
 }
@@ -307,7 +339,10 @@ pub async fn check_host_now(policy: &FetchPolicy, url: &reqwest::Url) -> Result<
     let Some(url::Host::Domain(host)) = url.host() else {
         return Ok(());
     };
-    let Ok(found) = tokio::net::lookup_host((host, 0)).await else {
+    // A name server that never answers must not hold the registering
+    // request (nor a thread of the resolver's pool) for its full timeout.
+    let lookup = tokio::time::timeout(Duration::from_secs(2), tokio::net::lookup_host((host, 0)));
+    let Ok(Ok(found)) = lookup.await else {
         return Ok(());
     };
     let found: Vec<IpAddr> = found.map(|a| a.ip()).collect();
@@ -410,6 +445,9 @@ impl Fetcher {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
+        // Each is stored with the link and sent back on a re-crawl: a value
+        // longer than any real one (a 300 KB ETag) is dropped, not kept.
+        let header = |name| header(name).filter(|v| v.len() <= MAX_VALIDATOR_BYTES);
         let mime = header(reqwest::header::CONTENT_TYPE)
             .map(|m| m.split(';').next().unwrap_or_default().trim().to_owned());
         let validators = Validators {
@@ -527,10 +565,25 @@ mod tests {
             "fd00::1",
             "::",
             "::ffff:127.0.0.1",
+            "::ffff:0:10.0.0.1",
+            "::127.0.0.1",
+            "64:ff9b::a00:1",
+            "64:ff9b:1::1",
+            "2002:7f00:1::",
+            "2001:0:4136:e378::1",
+            "fec0::1",
+            "192.0.0.8",
+            "198.18.0.1",
+            "240.0.0.1",
         ] {
             assert!(!p.permits(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "2606:2800:220:1::1"] {
+        for ip in [
+            "93.184.216.34",
+            "2606:2800:220:1::1",
+            "64:ff9b::5db8:d822",
+            "2002:5db8:d822::1",
+        ] {
             assert!(p.permits(ip.parse().unwrap()), "{ip}");
         }
         let p = FetchPolicy {

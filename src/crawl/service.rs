@@ -110,6 +110,9 @@ fn state_delete(dom: &str, state: DomainState, priority: i32, version: i64) -> M
 /// a crash between the two writes) is kept before a reader removes it.
 const PENDING_ROW_KEEP: Duration = Duration::from_secs(60);
 
+/// The longest a site's Retry-After keeps its domain waiting.
+const LONGEST_BACK_OFF: Duration = Duration::from_secs(24 * 3600);
+
 /// What a state-table row is worth, given its domain's row.
 #[derive(Debug, PartialEq, Eq)]
 enum RowIs {
@@ -1015,6 +1018,10 @@ impl Crawl {
                     crate::metrics::crawl_fetch(outcome.response.as_ref().map(|r| r.status));
                     if let Some(w) = wait {
                         if w > self.inner.config.max_wait {
+                            // Longer than a slot is held: the domain goes back
+                            // with its next time moved on (at most a day), so
+                            // the site is not asked again on the next pass.
+                            next_at = next_at.max(self.inner.clock.now() + w.min(LONGEST_BACK_OFF));
                             self.record(&link, row, outcome).await?;
                             break;
                         }

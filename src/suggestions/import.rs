@@ -100,6 +100,16 @@ fn text(what: &str, s: &str) -> Result<(), String> {
     }
 }
 
+/// A text that may be empty, within the same 1000 bytes: every string a row
+/// carries is bounded, or one 1 MiB line stores a 1 MiB field.
+fn bounded<'a>(what: &str, texts: impl IntoIterator<Item = &'a String>) -> Result<(), String> {
+    if texts.into_iter().any(|t| t.len() > 1_000) {
+        Err(format!("{what} may have at most 1000 bytes"))
+    } else {
+        Ok(())
+    }
+}
+
 /// Sorted and without repeats (the public schema's sets).
 fn set(mut v: Vec<String>) -> Vec<String> {
     v.sort();
@@ -133,6 +143,12 @@ pub fn parse(line: &str) -> Result<Record, String> {
             if l.found_on.len() + l.kind.len() > 200 {
                 return Err("found_on and kind hold at most 200 items".into());
             }
+            bounded(
+                "an item of found_on or kind",
+                l.found_on.iter().chain(&l.kind),
+            )?;
+            bounded("section_heading", &l.section_heading)?;
+            bounded("page_qid", &l.page_qid)?;
             Ok(Record::Suggestion(Suggestion {
                 wiki: String::new(),
                 page_id: int("page_id", l.page_id)?,
@@ -167,6 +183,7 @@ pub fn parse(line: &str) -> Result<Record, String> {
             if l.instance_of.len() > 200 {
                 return Err("instance_of holds at most 200 items".into());
             }
+            bounded("an item of instance_of", &l.instance_of)?;
             Ok(Record::InstanceOf {
                 page_id: int("page_id", l.page_id)?,
                 page_rev: opt_int("page_rev", l.page_rev)?,
@@ -280,6 +297,11 @@ pub async fn import(
                     break;
                 }
             }
+            // The import has failed already: reading on would only collect
+            // more reasons (a file of bad lines holds millions).
+            if report.errors.len() > opts.max_errors {
+                break;
+            }
         }
     }
     progress.finish();
@@ -351,6 +373,29 @@ mod tests {
         ] {
             let e = parse(line).unwrap_err();
             assert!(e.contains(why), "{line}: {e}");
+        }
+        // Every string a row carries is bounded, not only the three texts.
+        let long = "x".repeat(1001);
+        for (line, why) in [
+            (
+                format!(
+                    r#"{{"page_id": 1, "image": "A", "origin_wiki": "w", "confidence": 0.5, "section_heading": "{long}"}}"#
+                ),
+                "section_heading",
+            ),
+            (
+                format!(
+                    r#"{{"page_id": 1, "image": "A", "origin_wiki": "w", "confidence": 0.5, "found_on": ["{long}"]}}"#
+                ),
+                "found_on",
+            ),
+            (
+                format!(r#"{{"row": "instanceof", "page_id": 7, "instance_of": ["{long}"]}}"#),
+                "instance_of",
+            ),
+        ] {
+            let e = parse(&line).unwrap_err();
+            assert!(e.contains(why), "{e}");
         }
     }
 
