@@ -125,6 +125,27 @@ fn jpeg_is_complete(bytes: &[u8]) -> bool {
 
 const TRUNCATED_JPEG: &str = "the JPEG is truncated (no end-of-image marker after its last scan)";
 
+/// Scans a JPEG may have. Each scan walks every block of the image, and the
+/// worker's decoder (jpeg-decoder) has no bound of its own: a 10,000² JPEG
+/// of 50,000 tiny refinement scans kept a scaling slot busy for hours. Real
+/// progressive JPEGs have about 10 (zune-jpeg, the IIIF path's decoder,
+/// stops at 100 too).
+const MAX_JPEG_SCANS: usize = 100;
+
+/// Refuses a JPEG that is cut off or has more scans than [`MAX_JPEG_SCANS`].
+fn check_jpeg(bytes: &[u8]) -> Result<(), String> {
+    if !jpeg_is_complete(bytes) {
+        return Err(TRUNCATED_JPEG.into());
+    }
+    let scans = bytes.windows(2).filter(|w| *w == [0xFF, 0xDA]).count();
+    if scans > MAX_JPEG_SCANS {
+        return Err(format!(
+            "the JPEG has {scans} scans; at most {MAX_JPEG_SCANS} are decoded"
+        ));
+    }
+    Ok(())
+}
+
 /// Refuses an image by its header: no pixels, or more than the limit.
 fn check_size(w: u32, h: u32, limits: &ImagingLimits) -> Result<(), String> {
     if u64::from(w) * u64::from(h) > limits.max_pixels {
@@ -143,8 +164,8 @@ fn check_size(w: u32, h: u32, limits: &ImagingLimits) -> Result<(), String> {
 pub fn decode(bytes: &[u8], limits: &ImagingLimits) -> Result<DynamicImage, String> {
     let mime =
         sniff(bytes).ok_or("not an image in a supported format (JPEG, PNG, WebP, GIF, TIFF)")?;
-    if mime == "image/jpeg" && !jpeg_is_complete(bytes) {
-        return Err(TRUNCATED_JPEG.into());
+    if mime == "image/jpeg" {
+        check_jpeg(bytes)?;
     }
     let mut reader = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
@@ -255,9 +276,7 @@ fn jpeg_scaled(
     target: (u32, u32),
 ) -> Result<Option<(u32, u32, DynamicImage)>, String> {
     use image::metadata::Orientation;
-    if !jpeg_is_complete(bytes) {
-        return Err(TRUNCATED_JPEG.into());
-    }
+    check_jpeg(bytes)?;
     let mut d = jpeg_decoder::Decoder::new(Cursor::new(bytes));
     d.read_info()
         .map_err(|e| format!("cannot decode the image: {e}"))?;
@@ -491,5 +510,17 @@ mod tests {
             .write_to(&mut Cursor::new(&mut ok), image::ImageFormat::Jpeg)
             .unwrap();
         assert!(decode(&ok[..ok.len() / 3], &limits).is_err());
+        // A scan bomb: more start-of-scan segments than any real JPEG has,
+        // refused before either decoder (the worker's, the IIIF path's) runs.
+        let mut bomb = ok[..ok.len() - 2].to_vec();
+        for _ in 0..MAX_JPEG_SCANS {
+            bomb.extend_from_slice(&[0xFF, 0xDA, 0x00, 0x02]);
+        }
+        bomb.extend_from_slice(&[0xFF, 0xD9]);
+        let e = decode(&bomb, &limits).err().unwrap();
+        assert!(e.contains("scans"), "{e}");
+        let e = derivatives_of(&bomb, &[(16, 16)], &limits).err().unwrap();
+        assert!(e.contains("scans"), "{e}");
+        assert!(decode(&ok, &limits).is_ok());
     }
 }

@@ -144,7 +144,7 @@ struct Inner {
     wake: Arc<Notify>,
     /// Computed IIIF images, and how many may be computed at once.
     render_cache: super::iiif::RenderCache,
-    render_slots: tokio::sync::Semaphore,
+    render_slots: Arc<tokio::sync::Semaphore>,
     /// The worker's scaling slots.
     scale_slots: Arc<tokio::sync::Semaphore>,
     /// Originals this process is working on (a pass skips them).
@@ -204,7 +204,7 @@ impl Binaries {
                 frontier,
                 wake: Arc::new(Notify::new()),
                 render_cache: super::iiif::RenderCache::new(config.iiif_cache_bytes),
-                render_slots: tokio::sync::Semaphore::new(2),
+                render_slots: Arc::new(tokio::sync::Semaphore::new(2)),
                 scale_slots: Arc::new(tokio::sync::Semaphore::new(SCALE_SLOTS)),
                 in_flight: Default::default(),
                 decode_budget: imaging::DecodeBudget::new(config.max_decode_bytes),

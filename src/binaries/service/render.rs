@@ -59,10 +59,13 @@ impl Binaries {
             crate::binaries::iiif::region_rect(req.region, w, h).map_err(IiifFailure::Request)?;
         crate::binaries::iiif::scaled_size(req.size, req.rotation, rw, rh)
             .map_err(IiifFailure::Request)?;
-        let _slot = self
+        // Owned, and moved into the render: a client that hangs up drops
+        // this future but not the blocking render, which keeps its slot.
+        let slot = self
             .inner
             .render_slots
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| IiifFailure::Api(ApiError::Unavailable))?;
         let bytes = self.read_all(o).await?;
@@ -77,7 +80,10 @@ impl Binaries {
             imaging::resize_scratch(rw, oh)
         };
         let cost = imaging::decode_cost(&bytes, u64::from(bw) * u64::from(bh), |_, _| scratch)
-            .map_err(|e| IiifFailure::Api(ApiError::bad_input(e)))?;
+            .map_err(|e| {
+                tracing::error!(error = %e, "an OK original's header no longer reads");
+                IiifFailure::Api(ApiError::Internal)
+            })?;
         let memory = self
             .inner
             .decode_budget
@@ -90,7 +96,7 @@ impl Binaries {
                 IiifFailure::Api(ApiError::Internal)
             })?;
             let out = crate::binaries::iiif::render(&decoded, &req).map_err(IiifFailure::Request);
-            drop(memory);
+            drop((memory, slot));
             out
         })
         .await

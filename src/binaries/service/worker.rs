@@ -496,7 +496,12 @@ impl Binaries {
                     Row::new(table).set("original_id", &o.id).set("data", jpeg),
                 )])
                 .await
-                .map_err(|e| FetchError::Temporary(e.to_string()))?;
+                .map_err(|e| {
+                    // The text goes into the public log: the store's own
+                    // message (a driver's) stays in ours.
+                    tracing::warn!(error = %e, original = %o.id, "storing a derivative failed");
+                    FetchError::Temporary("the store did not take the derivatives".into())
+                })?;
         }
         self.log_original(&o.id, &format!("{w}×{h} pixels; 4 derivatives made"))
             .await;
