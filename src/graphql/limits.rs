@@ -242,7 +242,8 @@ pub fn timed_out(limit: Duration) -> Response {
     )])
 }
 
-fn refusal(message: String, code: &str) -> ServerError {
+/// A refusal with its `extensions.code`.
+pub(crate) fn refusal(message: String, code: &str) -> ServerError {
     let mut e = ServerError::new(message, None);
     let mut ext = ErrorExtensionValues::default();
     ext.set("code", Value::from(code));

@@ -8,6 +8,7 @@
 //! by `--max-body-bytes`, and a client that sends nothing for 60 s (not even
 //! `connection_init` or a ping) is dropped by async-graphql's keep-alive timer.
 
+use std::any::TypeId;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,8 @@ use futures::{FutureExt, StreamExt};
 
 use crate::app::App;
 use crate::graphql::batch::Batches;
+use crate::graphql::limits::refusal;
+use tokio::sync::Semaphore;
 
 /// `GET /graphql/ws`: the upgrade.
 pub async fn ws(
@@ -56,6 +59,9 @@ pub async fn ws(
                         .map_err(|e| async_graphql::Error::new(e.message()))?;
                     let mut data = Data::default();
                     data.insert(principal);
+                    data.insert(SocketOperations(Arc::new(Semaphore::new(
+                        MAX_OPERATIONS_PER_SOCKET,
+                    ))));
                     Ok(data)
                 })
                 .keepalive_timeout(Duration::from_secs(60))
@@ -64,6 +70,14 @@ pub async fn ws(
         })
         .into_response()
 }
+
+/// Operations one socket may have running (subscriptions open, queries not
+/// yet answered). async-graphql keeps a socket's streams in a map without a
+/// bound, so one client could hold every subscription place of the server.
+const MAX_OPERATIONS_PER_SOCKET: usize = 100;
+
+/// A socket's places for operations, in its session data.
+struct SocketOperations(Arc<Semaphore>);
 
 /// The schema, with per-operation DataLoaders.
 #[derive(Clone)]
@@ -88,6 +102,24 @@ impl Executor for Live {
         // (the protocol allows it) has the deadline it has over HTTP; a
         // subscription is meant to stay open.
         let app = self.0.clone();
+        let place = match session_data
+            .as_ref()
+            .and_then(|d| d.get(&TypeId::of::<SocketOperations>()))
+            .and_then(|o| o.downcast_ref::<SocketOperations>())
+            .map(|o| o.0.clone().try_acquire_owned())
+        {
+            Some(Err(_)) => {
+                let e = refusal(
+                    format!(
+                        "at most {MAX_OPERATIONS_PER_SOCKET} operations run at once on one socket; complete one first"
+                    ),
+                    "BAD_USER_INPUT",
+                );
+                return futures::stream::iter([Response::from_errors(vec![e])]).boxed();
+            }
+            Some(Ok(place)) => Some(place),
+            None => None,
+        };
         async move {
             match app.gate.admit(request).await {
                 Err(e) => futures::stream::iter([Response::from_errors(vec![e])]).boxed(),
@@ -101,9 +133,15 @@ impl Executor for Live {
                         ))
                         .boxed();
                     let Some(limit) = app.gate.deadline(ty) else {
-                        return responses;
+                        // The place is the stream's until it ends or is stopped.
+                        return responses
+                            .inspect(move |_| {
+                                let _ = &place;
+                            })
+                            .boxed();
                     };
                     async move {
+                        let _place = place;
                         match tokio::time::timeout(limit, responses.next()).await {
                             Ok(r) => r.unwrap_or_default(),
                             Err(_) => crate::graphql::limits::timed_out(limit),

@@ -342,6 +342,25 @@ async fn hostile_websocket_clients_are_cut_off(engine: Engine) {
     drop(ws);
     healthy(&srv).await;
 
+    // One socket runs at most 100 operations at once: the next is refused
+    // with a reason, and the socket stays open.
+    let v = vocabulary(&srv.store).await;
+    let (mut ws, acked) = connect(&srv.url, None).await;
+    assert!(acked);
+    for i in 0..100 {
+        subscribe(&mut ws, &format!("s{i}"), CHANGES, json!({"p": v.p})).await;
+    }
+    subscribe(&mut ws, "over", CHANGES, json!({"p": v.p})).await;
+    let m = next_message(&mut ws).await.expect("an answer, not a close");
+    assert_eq!(m["id"], "over", "{m:#}");
+    assert!(
+        m.to_string()
+            .contains("operations run at once on one socket"),
+        "{m:#}"
+    );
+    drop(ws);
+    healthy(&srv).await;
+
     // Three sockets are the bound; the fourth upgrade is refused, and
     // accepted again once one closes.
     let mut held = Vec::new();
