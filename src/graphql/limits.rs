@@ -16,9 +16,10 @@
 
 use std::any::TypeId;
 use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_graphql::extensions::apollo_persisted_queries::{CacheStorage, LruCacheStorage};
 use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
 use async_graphql::{
     ErrorExtensionValues, Executor, Request, Response, ServerError, ServerResult, Value,
@@ -69,7 +70,12 @@ pub const MUTATION_OVER_GET: &str = "a mutation must be sent with POST";
 #[derive(Clone)]
 pub struct Gate {
     bounds: QueryBounds,
-    persisted: LruCacheStorage,
+    /// Query texts by their SHA-256, most recently used kept. Texts, not
+    /// parsed documents: a parsed document can be some 40 times its text
+    /// (every `1,` of a list becomes a positioned value), so a thousand
+    /// stored 64 KiB documents could have held gigabytes; texts hold at most
+    /// entries × `--max-query-bytes`, and a hit is parsed again (microseconds).
+    persisted: Arc<Mutex<lru::LruCache<String, Arc<str>>>>,
 }
 
 impl Gate {
@@ -78,7 +84,9 @@ impl Gate {
     pub fn new(bounds: QueryBounds, apq_entries: usize) -> Self {
         Gate {
             bounds,
-            persisted: LruCacheStorage::new(apq_entries.max(1)),
+            persisted: Arc::new(Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(apq_entries).unwrap_or(NonZeroUsize::MIN),
+            ))),
         }
     }
 
@@ -115,8 +123,8 @@ impl Gate {
         let doc = request.parsed_query()?;
         check(doc, &self.bounds)?;
         // Kept only once measured: a persisted document is one that passed.
-        if let Some(hash) = keep_as {
-            self.persisted.set(hash, doc.clone()).await;
+        if let Some((hash, text)) = keep_as {
+            self.persisted().put(hash, text);
         }
         let ty = doc
             .operations
@@ -137,7 +145,7 @@ impl Gate {
     async fn persisted_query(
         &self,
         mut request: Request,
-    ) -> ServerResult<(Request, Option<String>)> {
+    ) -> ServerResult<(Request, Option<(String, Arc<str>)>)> {
         let Some(value) = request.extensions.remove("persistedQuery") else {
             return Ok((request, None));
         };
@@ -160,17 +168,22 @@ impl Gate {
             ));
         }
         if request.query.is_empty() {
-            let Some(doc) = self.persisted.get(pq.sha256_hash).await else {
+            let Some(text) = self.persisted().get(&pq.sha256_hash).cloned() else {
                 return Err(ServerError::new("PersistedQueryNotFound", None));
             };
-            request.set_parsed_query(doc);
+            request.query = text.to_string();
             return Ok((request, None));
         }
         let hash = format!("{:x}", Sha256::digest(request.query.as_bytes()));
         if pq.sha256_hash != hash {
             return Err(ServerError::new("provided sha does not match query", None));
         }
-        Ok((request, Some(hash)))
+        let text = Arc::from(request.query.as_str());
+        Ok((request, Some((hash, text))))
+    }
+
+    fn persisted(&self) -> std::sync::MutexGuard<'_, lru::LruCache<String, Arc<str>>> {
+        self.persisted.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
