@@ -55,6 +55,9 @@ pub fn body_error(e: impl Into<Box<dyn std::error::Error + Send + Sync>>, limit:
                 "the request body is larger than {limit} bytes"
             ));
         }
+        if c.is::<crate::http::BodyTooSlow>() {
+            return ApiError::Timeout(format!("{c}"));
+        }
         if c.is::<tower_http::timeout::TimeoutError>() {
             return ApiError::Timeout(
                 "the request body stopped arriving (body idle timeout)".into(),

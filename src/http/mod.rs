@@ -1,8 +1,8 @@
 //! The HTTP surface: `POST /graphql`, `GET /graphiql`, `GET /schema.graphql`,
 //! `GET /healthz`, `GET /metrics`, the curators' UI at `/` and `/ui/...`. `router(state)` builds it so tests can serve
 //! it; `serve` runs it with the connection bounds. Every body is read with a
-//! size bound (refused at once when `Content-Length` already says too much)
-//! and an idle timeout between its pieces.
+//! size bound (refused at once when `Content-Length` already says too much),
+//! an idle timeout between its pieces and a least average rate.
 
 pub mod graphiql;
 pub mod graphql;
@@ -58,6 +58,7 @@ pub fn router(state: Arc<App>) -> Router {
     api.merge(crate::binaries::http::public_routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_idle))
+        .layer(middleware::from_fn(min_body_rate))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(middleware::from_fn(track))
         // JSON, the SDL and GraphiQL's assets; never images (the default predicate).
@@ -156,6 +157,42 @@ fn read_principal(auth: &Auth, headers: &HeaderMap) -> Result<crate::auth::Princ
 }
 
 /// Counts every request by route and status, with its latency.
+/// A body slower than this on average, once [`BODY_RATE_GRACE`] has passed,
+/// is refused (408). The idle timeout alone let a client hold a connection
+/// place for hours by sending a byte every 25 s; 512 such clients held them all.
+pub const MIN_BODY_RATE: u64 = 1024;
+
+/// How long a body may take before its average rate is judged.
+pub const BODY_RATE_GRACE: Duration = Duration::from_secs(10);
+
+/// The error of a body that arrives slower than [`MIN_BODY_RATE`].
+#[derive(Debug, thiserror::Error)]
+#[error("the request body arrives slower than {MIN_BODY_RATE} bytes/s")]
+pub struct BodyTooSlow;
+
+/// Wraps a request's body so that each piece checks the average rate.
+async fn min_body_rate(req: Request, next: Next) -> Response {
+    use axum::body::{Body, HttpBody};
+    use futures::StreamExt;
+    if req.body().is_end_stream() {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let started = Instant::now();
+    let mut received = 0u64;
+    let checked = body.into_data_stream().map(move |piece| {
+        let piece = piece?;
+        received += piece.len() as u64;
+        let elapsed = started.elapsed();
+        if elapsed > BODY_RATE_GRACE && received < MIN_BODY_RATE.saturating_mul(elapsed.as_secs()) {
+            return Err(axum::Error::new(BodyTooSlow));
+        }
+        Ok(piece)
+    });
+    next.run(Request::from_parts(parts, Body::from_stream(checked)))
+        .await
+}
+
 async fn track(req: Request, next: Next) -> Response {
     let route = req
         .extensions()

@@ -739,5 +739,33 @@ fn slow_requests_stop_at_their_deadline_and_when_the_client_leaves() {
         assert!(begun >= 2, "both requests reached the store");
         assert_eq!(ended, 0, "no read of a stopped or abandoned request ran on");
         *faulty.read_delay.lock().unwrap() = None;
+
+        // A body dripped a byte a second (each pause well inside the idle
+        // timeout) is refused once its average rate is judged: 408.
+        let addr = srv.url.trim_start_matches("http://").to_owned();
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        s.write_all(
+            b"POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+        let started = Instant::now();
+        let mut answer = Vec::new();
+        while started.elapsed() < Duration::from_secs(30) {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if s.write_all(b" ").await.is_err() {
+                break;
+            }
+            let mut buf = [0u8; 4096];
+            if let Ok(Ok(n)) =
+                tokio::time::timeout(Duration::from_millis(10), s.read(&mut buf)).await
+            {
+                answer.extend_from_slice(&buf[..n]);
+                break;
+            }
+        }
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer:.300}");
+        assert!(answer.contains("slower than"), "{answer:.300}");
     });
 }
