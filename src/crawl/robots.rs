@@ -19,6 +19,13 @@ const KEEP: Duration = Duration::from_secs(24 * 3600);
 const MAX_BYTES: usize = 512 * 1024;
 /// Sites whose rules are kept at once.
 const MAX_SITES: usize = 10_000;
+/// Memory the kept rules may take, estimated as [`WEIGHT_PER_BYTE`] times
+/// their files' sizes: 10,000 hostile sites of 512 KiB each would otherwise
+/// have held 10–30 GiB of parsed rules.
+const MAX_WEIGHT: usize = 64 << 20;
+/// What a byte of robots.txt may become once parsed: each rule is kept
+/// percent-encoded (a non-ASCII byte is three) and again for matching.
+const WEIGHT_PER_BYTE: usize = 4;
 
 #[derive(Clone)]
 pub enum Rules {
@@ -57,7 +64,8 @@ pub fn parse(body: &[u8]) -> Rules {
 
 #[derive(Default)]
 pub struct RobotsCache {
-    sites: Mutex<HashMap<String, (Instant, Rules)>>,
+    /// Site -> (fetched at, rules, weight).
+    sites: Mutex<HashMap<String, (Instant, Rules, usize)>>,
 }
 
 impl RobotsCache {
@@ -66,8 +74,8 @@ impl RobotsCache {
         let sites = self.sites.lock().unwrap_or_else(|p| p.into_inner());
         sites
             .get(site)
-            .filter(|(at, _)| at.elapsed() < KEEP)
-            .map(|(_, r)| r.clone())
+            .filter(|(at, _, _)| at.elapsed() < KEEP)
+            .map(|(_, r, _)| r.clone())
     }
 
     /// Fetches and caches the rules of `site`; a temporary failure when the
@@ -81,8 +89,12 @@ impl RobotsCache {
                     FetchError::Temporary(format!("robots.txt of {site} could not be read: {m}"))
                 }
             })?;
+        let weight = site.len() + WEIGHT_PER_BYTE * body.len();
         let rules = match status {
-            200..=299 => parse(&body),
+            // Off the async workers: a rule with `*` or `$` compiles a regex.
+            200..=299 => tokio::task::spawn_blocking(move || parse(&body))
+                .await
+                .unwrap_or(Rules::AllowAll),
             400..=499 => Rules::AllowAll,
             _ => {
                 return Err(FetchError::Temporary(format!(
@@ -90,15 +102,40 @@ impl RobotsCache {
                 )));
             }
         };
+        self.keep(site, &rules, weight);
+        Ok(rules)
+    }
+
+    /// Keeps `rules` of `site`, expired and then the oldest sites making
+    /// room, within [`MAX_SITES`] and [`MAX_WEIGHT`].
+    fn keep(&self, site: &str, rules: &Rules, weight: usize) {
+        if weight > MAX_WEIGHT {
+            return;
+        }
         let mut sites = self.sites.lock().unwrap_or_else(|p| p.into_inner());
-        if sites.len() >= MAX_SITES {
-            sites.retain(|_, (at, _)| at.elapsed() < KEEP);
-            if sites.len() >= MAX_SITES {
-                sites.clear();
+        sites.remove(site);
+        let total = |sites: &HashMap<String, (Instant, Rules, usize)>| {
+            sites.values().map(|(_, _, w)| w).sum::<usize>()
+        };
+        if sites.len() >= MAX_SITES || total(&sites) + weight > MAX_WEIGHT {
+            sites.retain(|_, (at, _, _)| at.elapsed() < KEEP);
+            // Then the oldest go until the new rules fit.
+            let mut by_age: Vec<(Instant, String)> = sites
+                .iter()
+                .map(|(k, (at, _, _))| (*at, k.clone()))
+                .collect();
+            by_age.sort();
+            let mut kept = total(&sites);
+            for (_, oldest) in by_age {
+                if sites.len() < MAX_SITES && kept + weight <= MAX_WEIGHT {
+                    break;
+                }
+                if let Some((_, _, w)) = sites.remove(&oldest) {
+                    kept -= w;
+                }
             }
         }
-        sites.insert(site.to_owned(), (Instant::now(), rules.clone()));
-        Ok(rules)
+        sites.insert(site.to_owned(), (Instant::now(), rules.clone(), weight));
     }
 }
 
@@ -119,5 +156,24 @@ mod tests {
         assert!(!r.allowed("http://h/a.jpg"));
         assert_eq!(parse(b"").delay(), None);
         assert!(parse(b"\xff\xfe garbage").allowed("http://h/a"));
+    }
+
+    #[test]
+    fn the_cache_keeps_its_weight_by_dropping_the_oldest() {
+        let cache = RobotsCache::default();
+        let big = MAX_WEIGHT / 3;
+        for i in 0..3 {
+            cache.keep(&format!("http://s{i}"), &Rules::AllowAll, big);
+        }
+        assert!(cache.cached("http://s0").is_some());
+        cache.keep("http://s3", &Rules::AllowAll, big);
+        assert!(cache.cached("http://s0").is_none(), "the oldest made room");
+        for i in 1..4 {
+            assert!(cache.cached(&format!("http://s{i}")).is_some(), "s{i}");
+        }
+        // Rules heavier than the whole budget are used but not kept.
+        cache.keep("http://huge", &Rules::AllowAll, MAX_WEIGHT + 1);
+        assert!(cache.cached("http://huge").is_none());
+        assert!(cache.cached("http://s3").is_some());
     }
 }
