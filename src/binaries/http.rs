@@ -561,15 +561,18 @@ pub async fn iiif_image(
         Err(e) => return e.into_response(),
     };
     let key = format!("{region}/{size}/{rotation}/{qf}");
+    // Cached and tagged by the parsed request, not its spelling: `pct:50`,
+    // `pct:50.0` and `pct:050` are one image, rendered once.
+    let parsed = format!("{req:?}");
     let etag = format!(
         "\"{}-{}\"",
         o.checksum.clone().unwrap_or_default(),
-        crate::store::fnv1a_hex(&key)
+        crate::store::fnv1a_hex(&parsed)
     );
     if etag_matches(&headers, &etag) {
         return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
     }
-    match binaries.iiif_image(&o, &req, &key).await {
+    match binaries.iiif_image(&o, &req, &parsed).await {
         Ok(bytes) => (
             [
                 (header::CONTENT_TYPE, req.format.mime().to_owned()),

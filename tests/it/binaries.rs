@@ -798,6 +798,20 @@ async fn the_iiif_image_api_answers_level_2_requests(engine: Engine) {
     }
     let i = image_at(&srv, &format!("{base}/full/max/90/default.png")).await;
     assert_eq!(i.dimensions(), (300, 400));
+    // Spellings of one request share their ETag (and cache entry).
+    let etag_of = |size: &'static str| {
+        let path = format!("{base}/full/{size}/0/default.jpg");
+        let srv = &srv;
+        async move {
+            let r = get(srv, &path, &[]).await;
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            r.headers()[header::ETAG].to_str().unwrap().to_owned()
+        }
+    };
+    let e = etag_of("pct:50").await;
+    assert_eq!(e, etag_of("pct:50.0").await);
+    assert_eq!(e, etag_of("pct:050").await);
+    assert_ne!(e, etag_of("pct:51").await);
     assert!(
         near(i.get_pixel(290, 10), [0, 255, 0]),
         "the top-left block goes top-right"
