@@ -33,8 +33,8 @@ const MAX_SPREAD_NESTING: usize = 64;
 /// Brackets (`{`, `[`, `(`) open at once beyond this are refused before the
 /// text is parsed: the parser recurses once per bracket of a list or object
 /// value with no bound of its own (its depth limit covers selection sets
-/// only), so a query of 400,000 `[` overflowed the stack and aborted the
-/// process.
+/// only), so a query of 400,000 `[` would overflow the stack and abort the
+/// process (read from the parser's code; not reproduced).
 pub const MAX_TEXT_NESTING: usize = 128;
 
 /// The bounds a document is held to, counted with every fragment expanded.

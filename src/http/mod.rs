@@ -156,7 +156,6 @@ fn read_principal(auth: &Auth, headers: &HeaderMap) -> Result<crate::auth::Princ
     auth.principal(header)
 }
 
-/// Counts every request by route and status, with its latency.
 /// A body slower than this on average, once [`BODY_RATE_GRACE`] has passed,
 /// is refused (408). The idle timeout alone let a client hold a connection
 /// place for hours by sending a byte every 25 s; 512 such clients held them all.
@@ -193,6 +192,7 @@ async fn min_body_rate(req: Request, next: Next) -> Response {
         .await
 }
 
+/// Counts every request by route and status, with its latency.
 async fn track(req: Request, next: Next) -> Response {
     let route = req
         .extensions()
