@@ -230,6 +230,7 @@ pub fn crawl(
         claim_ttl: args.claim_ttl.max(Duration::from_secs(1)),
         domains: args.crawl_domains.max(1),
         pass: args.crawl_pass.max(Duration::from_millis(10)),
+        turn: args.crawl_turn.max(Duration::from_secs(1)),
         ..CrawlConfig::default()
     };
     Ok(Crawl::new(

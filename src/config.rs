@@ -140,6 +140,11 @@ pub struct CrawlArgs {
     /// How often the dispatcher and fetchers look for work when not woken.
     #[arg(long, env = "KARTEI_CRAWL_PASS", default_value = "2s", value_parser = parse_duration)]
     pub crawl_pass: std::time::Duration,
+    /// How long a fetcher keeps one domain before the slot goes to another
+    /// that is due (also when the domain's next request could not go out
+    /// within it, e.g. a long Crawl-delay); the rest of its segment waits.
+    #[arg(long, env = "KARTEI_CRAWL_TURN", default_value = "5m", value_parser = parse_duration)]
+    pub crawl_turn: std::time::Duration,
 }
 
 impl Default for CrawlArgs {
@@ -151,6 +156,7 @@ impl Default for CrawlArgs {
             claim_ttl: std::time::Duration::from_secs(900),
             crawl_domains: 8,
             crawl_pass: std::time::Duration::from_secs(2),
+            crawl_turn: std::time::Duration::from_secs(300),
         }
     }
 }

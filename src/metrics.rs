@@ -50,6 +50,7 @@ struct Metrics {
     crawl_robots_excluded: Counter,
     crawl_claims: Counter,
     crawl_freed_claims: Counter,
+    crawl_handed_back: Counter,
     crawl_domains: Family<StateLabels, prometheus_client::metrics::gauge::Gauge>,
 }
 
@@ -185,6 +186,12 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Claims of fetchers that stopped, freed by this process's dispatcher",
         crawl_freed_claims.clone(),
     );
+    let crawl_handed_back = Counter::default();
+    registry.register(
+        "kartei_crawl_handed_back",
+        "Domains this process handed back at the end of a turn, segment unfinished (a slow site or a long Crawl-delay)",
+        crawl_handed_back.clone(),
+    );
     let crawl_domains = Family::<StateLabels, prometheus_client::metrics::gauge::Gauge>::default();
     registry.register(
         "kartei_crawl_queue_domains",
@@ -197,6 +204,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         crawl_robots_excluded,
         crawl_claims,
         crawl_freed_claims,
+        crawl_handed_back,
         crawl_domains,
         suggestion_rows,
         suggestion_bad_lines,
@@ -299,6 +307,10 @@ pub fn crawl_claim() {
 
 pub fn crawl_freed_claim() {
     METRICS.crawl_freed_claims.inc();
+}
+
+pub fn crawl_handed_back() {
+    METRICS.crawl_handed_back.inc();
 }
 
 pub fn crawl_domains(state: &'static str, n: usize) {

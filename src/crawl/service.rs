@@ -46,6 +46,11 @@ pub struct CrawlConfig {
     pub sweep: Duration,
     /// The longest Crawl-delay or Retry-After honoured; more stops the segment.
     pub max_wait: Duration,
+    /// How long a fetcher keeps one domain: when the turn is over, or the
+    /// next request to the domain could not go out within it (a long
+    /// Crawl-delay), the domain goes back to READY with the rest of its
+    /// segment and the slot goes to a domain that is due.
+    pub turn: Duration,
 }
 
 impl Default for CrawlConfig {
@@ -58,6 +63,7 @@ impl Default for CrawlConfig {
             pass: Duration::from_secs(2),
             sweep: Duration::from_secs(600),
             max_wait: Duration::from_secs(600),
+            turn: Duration::from_secs(300),
         }
     }
 }
@@ -112,6 +118,10 @@ const PENDING_ROW_KEEP: Duration = Duration::from_secs(60);
 
 /// The longest a site's Retry-After keeps its domain waiting.
 const LONGEST_BACK_OFF: Duration = Duration::from_secs(24 * 3600);
+/// READY domains a claim pass reads at a time, and pages at most per
+/// priority and pass.
+const CLAIM_PAGE: usize = 100;
+const CLAIM_PAGES: usize = 5;
 
 /// What a state-table row is worth, given its domain's row.
 #[derive(Debug, PartialEq, Eq)]
@@ -405,6 +415,10 @@ struct Inner {
     slots: Arc<tokio::sync::Semaphore>,
     /// Domains this process crawls now.
     crawling: Mutex<HashSet<String>>,
+    /// Where the last claim pass stopped reading each priority's READY
+    /// domains: the next pass goes on from there, so every READY domain is
+    /// looked at in turn however many there are.
+    claim_from: Mutex<std::collections::HashMap<i32, Cursor>>,
     /// Requests for links this service sent (robots.txt not counted).
     fetched: std::sync::atomic::AtomicU64,
     clock: Clock,
@@ -429,6 +443,7 @@ impl Crawl {
                 token: uuid_v4(),
                 robots: RobotsCache::default(),
                 crawling: Mutex::default(),
+                claim_from: Mutex::default(),
                 fetched: Default::default(),
                 clock: Clock::system(),
             }),
@@ -526,14 +541,27 @@ impl Crawl {
         priority: i32,
         limit: usize,
     ) -> ApiResult<Vec<DomainInfo>> {
+        Ok(self.in_state_from(state, priority, limit, None).await?.0)
+    }
+
+    /// [`Self::in_state`] from a cursor; also returns where the page ended.
+    async fn in_state_from(
+        &self,
+        state: DomainState,
+        priority: i32,
+        limit: usize,
+        after: Option<Cursor>,
+    ) -> ApiResult<(Vec<DomainInfo>, Option<Cursor>)> {
         let page = self
             .store()
             .slice(
                 &DOMAINS_BY_STATE,
-                &Slice::partition(vec![state.as_str().into(), priority.into()]).limit(limit),
+                &Slice::partition(vec![state.as_str().into(), priority.into()])
+                    .limit(limit)
+                    .after(after),
             )
             .await?;
-        self.valid(state, priority, &page.rows).await
+        Ok((self.valid(state, priority, &page.rows).await?, page.next))
     }
 
     /// The domains of state-table rows that are valid, in the rows' order.
@@ -891,63 +919,108 @@ impl Crawl {
         })
     }
 
-    /// Claims READY domains, highest priority first, while this process has
-    /// slots, each crawled in a task of its own.
+    /// Claims READY domains whose next request may go out now, highest
+    /// priority first and, within a priority, the one waiting longest first;
+    /// each is crawled in a task of its own while this process has slots.
+    /// Each priority's READY domains are read on from where the last pass
+    /// stopped, a few pages a pass, so none waits behind the first ones.
     pub async fn claim_pass(&self) -> ApiResult<usize> {
         let mut started = 0;
+        let now_ms =
+            (self.inner.clock.now() - OffsetDateTime::UNIX_EPOCH).whole_milliseconds() as i64;
         for p in PRIORITIES.rev() {
-            if self.inner.slots.available_permits() == 0 {
-                break;
-            }
-            for info in self.in_state(DomainState::Ready, p, 100).await? {
-                if self.inner.slots.available_permits() == 0 {
-                    break;
+            let mut pages = 0;
+            while self.inner.slots.available_permits() > 0 && pages < CLAIM_PAGES {
+                pages += 1;
+                let from = self.claim_from().remove(&p);
+                let wrapped = from.is_none();
+                let (infos, next) = self
+                    .in_state_from(DomainState::Ready, p, CLAIM_PAGE, from)
+                    .await?;
+                if let Some(n) = next.clone() {
+                    self.claim_from().insert(p, n);
                 }
-                if self.crawling(&info.dom) || !info.dispatched || info.claim_tok != ZERO {
-                    continue;
-                }
-                let Ok(slot) = self.inner.slots.clone().try_acquire_owned() else {
-                    break;
-                };
-                let claimed = transition(
-                    self.store(),
-                    &info,
-                    DomainState::Claimed,
-                    domain_set()
-                        .set("claim_tok", self.token())
-                        .set("claim_time", self.now()),
-                    vec![
-                        ("dispatched", Some(Value::Boolean(true))),
-                        ("claim_tok", Some(ZERO.into())),
-                    ],
-                )
-                .await?;
-                let Ok(info) = claimed else { continue };
-                tracing::debug!(dom = %info.dom, "crawl: claimed");
-                crate::metrics::crawl_claim();
-                self.inner
-                    .crawling
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .insert(info.dom.clone());
-                let this = self.clone();
-                tokio::spawn(async move {
-                    let dom = info.dom.clone();
-                    if let Err(e) = this.crawl_domain(info).await {
-                        tracing::warn!(%dom, error = e.message(), "crawl: crawling a domain failed");
+                let infos: Vec<DomainInfo> = infos
+                    .into_iter()
+                    .filter(|i| !self.crawling(&i.dom) && i.dispatched && i.claim_tok == ZERO)
+                    .collect();
+                let keys: Vec<Vec<Value>> =
+                    infos.iter().map(|i| vec![i.dom.as_str().into()]).collect();
+                let counters = self.store().get_many(&DOMAIN_COUNTERS, &keys).await?;
+                let mut due: Vec<(i64, DomainInfo)> = infos
+                    .into_iter()
+                    .zip(counters)
+                    .map(|(i, c)| (c.and_then(|r| r.bigint("next_crawl")).unwrap_or(0), i))
+                    .filter(|(at, _)| *at <= now_ms)
+                    .collect();
+                due.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.dom.cmp(&b.1.dom)));
+                for (_, info) in due {
+                    let Ok(slot) = self.inner.slots.clone().try_acquire_owned() else {
+                        break;
+                    };
+                    if self.claim(info, slot).await? {
+                        started += 1;
                     }
-                    this.inner
-                        .crawling
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(&dom);
-                    drop(slot);
-                    this.inner.links.wake.notify_waiters();
-                });
-                started += 1;
+                }
+                if next.is_none() && wrapped {
+                    // The whole partition was read in this page.
+                    break;
+                }
             }
         }
         Ok(started)
+    }
+
+    fn claim_from(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<i32, Cursor>> {
+        self.inner
+            .claim_from
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Claims one READY domain (a compare-and-set) and crawls it in a task
+    /// of its own holding `slot`; false when another fetcher was first.
+    async fn claim(
+        &self,
+        info: DomainInfo,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> ApiResult<bool> {
+        let claimed = transition(
+            self.store(),
+            &info,
+            DomainState::Claimed,
+            domain_set()
+                .set("claim_tok", self.token())
+                .set("claim_time", self.now()),
+            vec![
+                ("dispatched", Some(Value::Boolean(true))),
+                ("claim_tok", Some(ZERO.into())),
+            ],
+        )
+        .await?;
+        let Ok(info) = claimed else { return Ok(false) };
+        tracing::debug!(dom = %info.dom, "crawl: claimed");
+        crate::metrics::crawl_claim();
+        self.inner
+            .crawling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(info.dom.clone());
+        let this = self.clone();
+        tokio::spawn(async move {
+            let dom = info.dom.clone();
+            if let Err(e) = this.crawl_domain(info).await {
+                tracing::warn!(%dom, error = e.message(), "crawl: crawling a domain failed");
+            }
+            this.inner
+                .crawling
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&dom);
+            drop(slot);
+            this.inner.links.wake.notify_waiters();
+        });
+        Ok(true)
     }
 
     fn crawling(&self, dom: &str) -> bool {
@@ -960,10 +1033,15 @@ impl Crawl {
 
     /// Crawls a claimed domain's segment, one request at a time, spaced by
     /// the delay (or the site's Crawl-delay, or its Retry-After), then
-    /// unclaims it. Stops when the claim is no longer this fetcher's (freed,
-    /// excluded).
+    /// unclaims it (PENDING, for the dispatcher). Stops when the claim is no
+    /// longer this fetcher's (freed, excluded). When the turn is over, or the
+    /// next request could not go out within it, hands the domain back
+    /// (READY, with the rest of its segment) so that a slow site holds a
+    /// slot no longer than a turn.
     async fn crawl_domain(&self, claimed: DomainInfo) -> ApiResult<()> {
         let dom = claimed.dom.clone();
+        let turn_ends = self.inner.clock.now() + self.inner.config.turn;
+        let mut handed_back = false;
         let segment = self
             .store()
             .slice(
@@ -978,6 +1056,10 @@ impl Crawl {
             };
             if info.claim_tok != self.token() || info.state != DomainState::Claimed {
                 return Ok(());
+            }
+            if self.inner.clock.now() >= turn_ends || next_at > turn_ends {
+                handed_back = true;
+                break;
             }
             let url = row.string("url");
             let Ok(link) = LinkKey::of(&url) else {
@@ -998,6 +1080,10 @@ impl Crawl {
                     fetched
                 }
             };
+            if next_at > turn_ends && matches!(&rules, Ok(r) if r.allowed(&url)) {
+                handed_back = true;
+                break;
+            }
             let outcome = match rules {
                 Err(e) => self.record(&link, row, Outcome::failed(e)).await,
                 Ok(rules) if !rules.allowed(&url) => {
@@ -1038,8 +1124,19 @@ impl Crawl {
             outcome?;
         }
         self.book(&dom, next_at).await?;
-        tracing::debug!(%dom, links = segment.rows.len(), "crawl: segment done");
-        // Unclaim: PENDING, so the dispatcher looks at what is left or new.
+        let (state, set) = if handed_back {
+            tracing::debug!(%dom, "crawl: turn over, domain handed back");
+            crate::metrics::crawl_handed_back();
+            (DomainState::Ready, domain_set().set("claim_tok", ZERO))
+        } else {
+            tracing::debug!(%dom, links = segment.rows.len(), "crawl: segment done");
+            // PENDING, so the dispatcher looks at what is left or new.
+            let set = domain_set()
+                .set("claim_tok", ZERO)
+                .set("dispatched", false)
+                .set("more", false);
+            (DomainState::Pending, set)
+        };
         if let Some(info) = domain(self.store(), &dom).await?
             && info.claim_tok == self.token()
         {
@@ -1047,11 +1144,8 @@ impl Crawl {
             let _lost = transition(
                 self.store(),
                 &info,
-                DomainState::Pending,
-                domain_set()
-                    .set("claim_tok", ZERO)
-                    .set("dispatched", false)
-                    .set("more", false),
+                state,
+                set,
                 vec![("claim_tok", Some(self.token().into()))],
             )
             .await?;

@@ -413,6 +413,54 @@ async fn retry_after_is_honoured(engine: Engine) {
     );
 }
 
+/// One fetch slot and a 1 s turn: a site whose robots.txt asks for 3 s
+/// between requests hands the slot back whenever its next request cannot go
+/// out within the turn, so another site's link is fetched while the slow
+/// site waits, not after its whole segment; the slow site keeps its spacing.
+async fn a_slow_site_hands_its_slot_on(engine: Engine) {
+    let args = CrawlArgs {
+        crawl_domains: 1,
+        crawl_turn: Duration::from_secs(1),
+        ..crawl_args(50)
+    };
+    let srv = crawling_server(engine, Some(args)).await;
+    let slow = site(Some("User-agent: *\nCrawl-delay: 3\n"), Duration::ZERO).await;
+    let quick = site(None, Duration::ZERO).await;
+    let mut refs = Vec::new();
+    for i in 0..3 {
+        refs.push(register(&srv.binaries, &format!("{}/slow/{i}.jpg", slow.base)).await);
+    }
+    // The slow site has the slot once its robots.txt is asked for.
+    let started = Instant::now();
+    while !slow.hits().contains_key("/robots.txt") {
+        assert!(started.elapsed() < Duration::from_secs(30), "never claimed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    refs.push(register(&srv.binaries, &format!("{}/img/quick.jpg", quick.base)).await);
+    let statuses = all_settled(&srv.binaries, &refs, Duration::from_secs(60)).await;
+    assert_eq!(statuses, vec![BinaryStatus::Ok; 4]);
+    let quick_at = quick
+        .requests()
+        .into_iter()
+        .find(|(p, _)| p == "/img/quick.jpg")
+        .expect("the quick site's link")
+        .1;
+    let slow_images: Vec<Instant> = slow
+        .requests()
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("/slow/"))
+        .map(|(_, t)| t)
+        .collect();
+    assert_eq!(slow_images.len(), 3);
+    let last = slow_images.iter().max().unwrap();
+    assert!(
+        quick_at < *last,
+        "the quick site waited for the slow one's segment"
+    );
+    let gap = slow.min_gap().unwrap();
+    assert!(gap >= Duration::from_secs(3), "{gap:?}");
+}
+
 const DOMAIN: &str = "query($d: String!) { crawlDomain(dom: $d) { dom state priority excluded excludeReason claimed } }";
 
 async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
@@ -552,6 +600,7 @@ both_engines!(
     instances_share_the_crawl_and_fetch_each_url_once,
     a_dead_instance_s_domain_is_taken_over,
     retry_after_is_honoured,
+    a_slow_site_hands_its_slot_on,
     admins_exclude_include_and_prioritise_domains,
 );
 
