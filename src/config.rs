@@ -363,6 +363,10 @@ pub struct Limits {
     /// Seconds a request body may pause between two pieces before the request is refused.
     #[arg(long, env = "KARTEI_BODY_TIMEOUT", default_value_t = 30)]
     pub body_timeout: u64,
+    /// Seconds the server may wait for a client to take more of a response
+    /// (or of a WebSocket's messages) before it closes the connection.
+    #[arg(long, env = "KARTEI_WRITE_TIMEOUT", default_value_t = 30)]
+    pub write_timeout: u64,
 }
 
 impl Default for Limits {
@@ -379,6 +383,7 @@ impl Default for Limits {
             max_connections: 512,
             header_timeout: 10,
             body_timeout: 30,
+            write_timeout: 30,
         }
     }
 }

@@ -2,7 +2,9 @@
 //! `serve` leaves out. A client gets `header_timeout` to send its request head
 //! (also the idle time of a kept-alive connection), at most `max_connections`
 //! are served at once (the rest wait in the listen backlog), and on shutdown
-//! the loop stops accepting and lets open requests finish.
+//! the loop stops accepting and lets open requests finish. A client that
+//! stops taking a response's bytes for `write_timeout` loses the connection
+//! (hyper has no write timeout: the socket is wrapped).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,6 +20,9 @@ use tokio::sync::Semaphore;
 pub struct ConnectionLimits {
     pub max_connections: usize,
     pub header_timeout: Duration,
+    /// How long a write to the client may stay blocked (its receive window
+    /// full) before the connection is closed.
+    pub write_timeout: Duration,
     /// How long open requests may still run after a shutdown signal.
     pub drain: Duration,
 }
@@ -28,6 +33,7 @@ impl ConnectionLimits {
         ConnectionLimits {
             max_connections: limits.max_connections,
             header_timeout: Duration::from_secs(limits.header_timeout.max(1)),
+            write_timeout: Duration::from_secs(limits.write_timeout.max(1)),
             drain: Duration::from_secs(30),
         }
     }
@@ -65,6 +71,11 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
+        // Only writes are timed: an idle kept-alive connection is bounded by
+        // the header timeout, and an idle WebSocket may wait for events.
+        let mut stream = tokio_io_timeout::TimeoutStream::new(stream);
+        stream.set_write_timeout(Some(limits.write_timeout));
+        let stream = Box::pin(stream);
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)

@@ -199,7 +199,7 @@ async fn eventually(srv: &TestServer, reference: &str, done: impl Fn(&Value) -> 
 }
 
 /// Polls until the binary leaves PROCESSING/RETRY.
-async fn settled(srv: &TestServer, reference: &str) -> Value {
+pub(crate) async fn settled(srv: &TestServer, reference: &str) -> Value {
     let mut last = Value::Null;
     for _ in 0..300 {
         let d = srv.data(BINARY, json!({"r": reference}), None).await;
@@ -238,7 +238,7 @@ fn multipart(context: &str, file: &[u8]) -> (String, Vec<u8>) {
     (format!("multipart/form-data; boundary={boundary}"), body)
 }
 
-async fn upload(srv: &TestServer, context: &str, file: &[u8]) -> (StatusCode, Value) {
+pub(crate) async fn upload(srv: &TestServer, context: &str, file: &[u8]) -> (StatusCode, Value) {
     let (ct, body) = multipart(context, file);
     let r = srv
         .client

@@ -769,3 +769,65 @@ fn slow_requests_stop_at_their_deadline_and_when_the_client_leaves() {
         assert!(answer.contains("slower than"), "{answer:.300}");
     });
 }
+
+/// A client that asks for a large original and stops reading: once the
+/// socket buffers are full the server's write waits, and after
+/// `--write-timeout` the connection is closed (it held a connection place
+/// for as long as the client liked).
+#[test]
+fn a_client_that_stops_reading_loses_the_connection() {
+    run(async {
+        let limits = kartei::config::Limits {
+            write_timeout: 1,
+            ..test_limits()
+        };
+        let srv = serve_store(
+            store(Engine::Embedded).await,
+            limits,
+            test_binary_args(),
+            true,
+        )
+        .await;
+        // 8 MiB: more than the server's send buffer (at most 4 MiB by
+        // default on Linux) and the client's small receive buffer hold.
+        let mut file = super::binaries::jpeg(64, 48);
+        file.resize(8 << 20, 0);
+        let (status, r) = super::binaries::upload(&srv, &format!("stall-{}", uid()), &file).await;
+        assert_eq!(status, 201, "{r}");
+        let reference = r["referenceId"].as_str().unwrap().to_owned();
+        let b = super::binaries::settled(&srv, &reference).await;
+        assert_eq!(b["status"], "OK", "{b}");
+
+        let addr: SocketAddr = srv.url.trim_start_matches("http://").parse().unwrap();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.set_recv_buffer_size(4096).unwrap();
+        let mut s = socket.connect(addr).await.unwrap();
+        s.write_all(format!("GET /binary/{reference} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        // Not reading for well over the write timeout.
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break,
+                Ok(Ok(n)) => got += n,
+                Err(_) => panic!("the connection stayed open ({got} bytes read)"),
+            }
+        }
+        assert!(
+            got < file.len(),
+            "the whole original arrived ({got} bytes): the stalled write was not cut off"
+        );
+        // The server goes on serving others.
+        let ok = srv
+            .client
+            .get(format!("{}/binary/{reference}", srv.url))
+            .header("range", "bytes=0-9")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 206);
+    });
+}
