@@ -427,18 +427,64 @@ pub async fn context_logs(
     State(binaries): State<Binaries>,
     Path(context): Path<String>,
 ) -> RestResult<Response> {
-    let lines = binaries.context_logs(&context).await?;
-    let out: Vec<serde_json::Value> = lines
-        .into_iter()
-        .map(|(r, t, m)| {
-            serde_json::json!({
+    // Streamed a page of references at a time, as one JSON array: a context
+    // may hold millions of references, and the answer is never held whole.
+    // A store error before the first byte is an error status; after it, the
+    // body ends early (the client sees a truncated answer, never a short one
+    // that looks complete).
+    let first = binaries.context_logs_page(&context, None).await?;
+    type Page = (Vec<(String, String, String)>, Option<crate::store::Cursor>);
+    enum Next {
+        Page(Page),
+        Fail,
+        Done,
+    }
+    struct Pages {
+        binaries: Binaries,
+        context: String,
+        next: Next,
+        opened: bool,
+    }
+    let pages = Pages {
+        binaries,
+        context,
+        next: Next::Page(first),
+        opened: false,
+    };
+    let body = futures::stream::unfold(pages, |mut p| async move {
+        let (lines, after) = match std::mem::replace(&mut p.next, Next::Done) {
+            Next::Done => return None,
+            Next::Fail => return Some((Err(std::io::Error::other("the store failed")), p)),
+            Next::Page(page) => page,
+        };
+        let mut out = Vec::with_capacity(lines.len() * 96 + 2);
+        for (r, t, m) in lines {
+            out.push(if p.opened { b',' } else { b'[' });
+            p.opened = true;
+            let line = serde_json::json!({
                 "referenceId": r,
                 "timestamp": t.split('#').next().unwrap_or_default(),
                 "message": m,
-            })
-        })
-        .collect();
-    Ok(Json(out).into_response())
+            });
+            serde_json::to_writer(&mut out, &line).expect("JSON into a Vec");
+        }
+        match after {
+            Some(after) => match p.binaries.context_logs_page(&p.context, Some(after)).await {
+                Ok(page) => p.next = Next::Page(page),
+                Err(e) => {
+                    tracing::warn!(context = %p.context, error = e.message(), "context logs cut short");
+                    p.next = Next::Fail;
+                }
+            },
+            None => out.extend_from_slice(if p.opened { b"]" } else { b"[]" }),
+        }
+        Some((Ok(out), p))
+    });
+    Ok((
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(body),
+    )
+        .into_response())
 }
 
 // ----- IIIF Image API 3.0 -----

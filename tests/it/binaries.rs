@@ -927,6 +927,50 @@ async fn rechecking_revalidates_and_rederives_changed_content(engine: Engine) {
     assert!(srv.binaries.original(&original).await.unwrap().is_none());
 }
 
+/// A context's logs are streamed a page of references at a time; the answer
+/// is one JSON array holding every reference's lines, across pages.
+async fn a_context_s_logs_come_in_one_array_across_pages(engine: Engine) {
+    use kartei::binaries::service::LOG_PAGE;
+    let srv = server(engine).await;
+    let o = origin().await;
+    let context = format!("logs-{}", uid());
+    let machine = kartei::auth::Principal::local("logs", &[kartei::auth::Role::Machine]);
+    let n = LOG_PAGE * 2 + 3;
+    for i in 0..n {
+        srv.binaries
+            .register_url(
+                &machine,
+                &format!("{}/landscape.jpg?n={i}", o.base),
+                &context,
+                None,
+            )
+            .await
+            .expect("register");
+    }
+    let r = get(&srv, &format!("/binary/logs/{context}"), &[]).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+    let logs: Value = r.json().await.unwrap();
+    let registered: std::collections::HashSet<&str> = logs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("registered "))
+        })
+        .map(|l| l["referenceId"].as_str().unwrap())
+        .collect();
+    assert_eq!(registered.len(), n, "{logs:.500}");
+    let none: Value = get(&srv, &format!("/binary/logs/none-{}", uid()), &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(none, json!([]));
+}
+
 both_engines!(
     rechecking_revalidates_and_rederives_changed_content,
     the_iiif_image_api_answers_level_2_requests,
@@ -935,4 +979,5 @@ both_engines!(
     bad_binaries_end_in_clear_errors,
     deleting_references_and_collecting_originals,
     the_collector_never_takes_a_referenced_original,
+    a_context_s_logs_come_in_one_array_across_pages,
 );

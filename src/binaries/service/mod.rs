@@ -43,6 +43,8 @@ pub const CHUNK: usize = 1 << 20;
 const UPLOAD_LEASE: Duration = Duration::from_secs(3600);
 /// References deleted or logs read per page.
 const PAGE: usize = 500;
+/// References whose log lines are read at a time for a context's logs.
+pub const LOG_PAGE: usize = 50;
 
 #[derive(Clone, Debug)]
 pub struct BinaryConfig {
@@ -374,28 +376,32 @@ impl Binaries {
             .collect())
     }
 
-    /// Log lines of every reference of a context: (reference, timestamp, message).
-    pub async fn context_logs(&self, context: &str) -> ApiResult<Vec<(String, String, String)>> {
+    /// Log lines of a page of a context's references, from `after`:
+    /// (reference, timestamp, message), and where the next page starts.
+    /// A page holds [`LOG_PAGE`] references, each at most 1,000 lines.
+    pub async fn context_logs_page(
+        &self,
+        context: &str,
+        after: Option<Cursor>,
+    ) -> ApiResult<(Vec<(String, String, String)>, Option<Cursor>)> {
+        let page = self.context_page(context, LOG_PAGE, after).await?;
+        let logs = futures::future::try_join_all(
+            page.items.iter().map(|(_, e)| self.logs(&e.reference_id)),
+        )
+        .await?;
         let mut out = Vec::new();
-        let mut after = None;
-        loop {
-            let page = self.context_page(context, PAGE, after).await?;
-            let logs = futures::future::try_join_all(
-                page.items.iter().map(|(_, e)| self.logs(&e.reference_id)),
-            )
-            .await?;
-            for ((_, e), lines) in page.items.iter().zip(logs) {
-                out.extend(
-                    lines
-                        .into_iter()
-                        .map(|(t, m)| (e.reference_id.clone(), t, m)),
-                );
-            }
-            match (page.has_next, page.items.last()) {
-                (true, Some((c, _))) => after = Some(c.clone()),
-                _ => return Ok(out),
-            }
+        for ((_, e), lines) in page.items.iter().zip(logs) {
+            out.extend(
+                lines
+                    .into_iter()
+                    .map(|(t, m)| (e.reference_id.clone(), t, m)),
+            );
         }
+        let next = match (page.has_next, page.items.last()) {
+            (true, Some((c, _))) => Some(c.clone()),
+            _ => None,
+        };
+        Ok((out, next))
     }
 
     async fn log(&self, reference_ids: &[String], message: &str) -> ApiResult<()> {
