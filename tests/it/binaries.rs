@@ -971,6 +971,127 @@ async fn a_context_s_logs_come_in_one_array_across_pages(engine: Engine) {
     assert_eq!(none, json!([]));
 }
 
+/// The one original row of a store of its own, if any.
+async fn originals_in(store: &kartei::store::DynStore) -> Vec<kartei::store::Row> {
+    store
+        .scan(&kartei::binaries::model::ORIGINALS, None, 100)
+        .await
+        .unwrap()
+        .rows
+}
+
+/// An upload slower than its lease (1 h) renews it while bytes arrive, so
+/// the collector leaves it alone; one that stalls past its lease loses its
+/// bytes to the collector and fails when the next bytes come, writing no
+/// chunk after the collector's sweep. The service's clock is moved by hand.
+async fn a_slow_upload_renews_its_lease_and_a_stalled_one_leaves_nothing(engine: Engine) {
+    use bytes::Bytes;
+    use futures::channel::mpsc;
+    let ts = crate::support::isolated_store(engine).await;
+    let store = ts.store.clone();
+    let now = Arc::new(std::sync::Mutex::new(time::OffsetDateTime::now_utc()));
+    let clock = {
+        let now = now.clone();
+        kartei::common::Clock::from_fn(move || *now.lock().unwrap())
+    };
+    let b = kartei::binaries::service::Binaries::with_clock(
+        store.clone(),
+        kartei::binaries::service::BinaryConfig {
+            gc_grace: Duration::ZERO,
+            ..Default::default()
+        },
+        kartei::crawl::fetch::FetchPolicy { allow: Vec::new() },
+        Arc::new(kartei::crawl::service::Links::new(store.clone())),
+        clock,
+    );
+    let advance = |minutes: i64| *now.lock().unwrap() += time::Duration::minutes(minutes);
+    let mut file = jpeg(64, 48);
+    file.resize(3 << 20, 0);
+    let pieces: Vec<Bytes> = file.chunks(1 << 20).map(Bytes::copy_from_slice).collect();
+    let start = |context: &'static str| {
+        let (tx, rx) = mpsc::unbounded::<Result<Bytes, std::io::Error>>();
+        let b = b.clone();
+        let who = kartei::auth::Principal::local("up", &[kartei::auth::Role::Machine]);
+        (
+            tx,
+            tokio::spawn(async move { b.upload(&who, context, rx).await }),
+        )
+    };
+    let lease_of = |r: &kartei::store::Row| r.text("next_attempt").map(str::to_owned);
+
+    // Slow but steady: a piece every 40 minutes.
+    let (tx, slow) = start("slow");
+    tx.unbounded_send(Ok(pieces[0].clone())).unwrap();
+    let waited = std::time::Instant::now();
+    let first = loop {
+        if let Some(r) = originals_in(&store).await.pop() {
+            break r;
+        }
+        assert!(waited.elapsed() < Duration::from_secs(30), "no original");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let id = first.string("original_id");
+    advance(40);
+    tx.unbounded_send(Ok(pieces[1].clone())).unwrap();
+    // The second piece renews the lease.
+    let waited = std::time::Instant::now();
+    loop {
+        let rows = originals_in(&store).await;
+        if rows.iter().any(|r| lease_of(r) != lease_of(&first)) {
+            break;
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the lease was not renewed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    advance(40);
+    // 80 minutes in: past the first lease, within the renewed one.
+    b.collect_garbage().await.unwrap();
+    assert_eq!(
+        originals_in(&store).await.len(),
+        1,
+        "the slow upload was collected"
+    );
+    tx.unbounded_send(Ok(pieces[2].clone())).unwrap();
+    drop(tx);
+    let done = slow.await.unwrap().expect("the slow upload");
+    assert_eq!(done.original_id, id);
+    let o = originals_in(&store).await.pop().unwrap();
+    assert_eq!(o.bigint("size"), Some(file.len() as i64));
+
+    // Stalled past its lease: collected, and the next bytes fail the upload.
+    let (tx, stalled) = start("stalled");
+    tx.unbounded_send(Ok(pieces[0].clone())).unwrap();
+    let waited = std::time::Instant::now();
+    while originals_in(&store).await.len() < 2 {
+        assert!(waited.elapsed() < Duration::from_secs(30), "no original");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    advance(120);
+    b.collect_garbage().await.unwrap();
+    tx.unbounded_send(Ok(pieces[1].clone())).unwrap();
+    tx.unbounded_send(Ok(pieces[2].clone())).unwrap();
+    drop(tx);
+    let failed = stalled
+        .await
+        .unwrap()
+        .expect_err("the stalled upload fails");
+    assert_eq!(failed.code(), "TIMEOUT", "{failed:?}");
+    let chunks = store
+        .scan(&kartei::binaries::model::ORIGINALS_DATA, None, 100)
+        .await
+        .unwrap()
+        .rows;
+    assert!(
+        chunks.iter().all(|c| c.string("original_id") == id),
+        "chunks of the stalled upload were left"
+    );
+    assert_eq!(chunks.len(), 3);
+    assert_eq!(originals_in(&store).await.len(), 1);
+}
+
 both_engines!(
     rechecking_revalidates_and_rederives_changed_content,
     the_iiif_image_api_answers_level_2_requests,
@@ -980,4 +1101,5 @@ both_engines!(
     deleting_references_and_collecting_originals,
     the_collector_never_takes_a_referenced_original,
     a_context_s_logs_come_in_one_array_across_pages,
+    a_slow_upload_renews_its_lease_and_a_stalled_one_leaves_nothing,
 );

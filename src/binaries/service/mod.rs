@@ -41,6 +41,9 @@ use crate::store::{Cursor, DynStore, Listed, Mutation, Row, Slice, Table, Value}
 pub const CHUNK: usize = 1 << 20;
 /// How long an upload in progress keeps its original from the collector.
 const UPLOAD_LEASE: Duration = Duration::from_secs(3600);
+/// An upload still receiving renews its lease this often (a slow upload may
+/// take longer than one lease).
+const UPLOAD_RENEW: Duration = Duration::from_secs(900);
 /// References deleted or logs read per page.
 const PAGE: usize = 500;
 /// References whose log lines are read at a time for a context's logs.

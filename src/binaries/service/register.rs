@@ -220,13 +220,15 @@ impl Binaries {
         who.require_any(&[Role::Machine, Role::Admin])?;
         check_id("context", context)?;
         let id = random_id(22);
+        let mut lease = self.later(UPLOAD_LEASE);
+        let mut leased_at = self.inner.clock.now();
         let o = Original {
             id: id.clone(),
             status: Some(BinaryStatus::Processing),
             created: Some(self.now()),
             touched: Some(self.touch_token()),
             // The upload's lease: the collector leaves it alone meanwhile.
-            next_attempt: Some(self.later(UPLOAD_LEASE)),
+            next_attempt: Some(lease.clone()),
             ..Default::default()
         };
         self.store()
@@ -247,6 +249,29 @@ impl Binaries {
                     break;
                 }
             };
+            if self.inner.clock.now() - leased_at >= UPLOAD_RENEW {
+                // Renewed only while the lease is still the one written: if
+                // the collector has taken the original meanwhile (the body
+                // stalled past the lease), no chunk is written after its
+                // sweep; the upload fails and what it wrote is dropped.
+                match self.renew_upload_lease(&id, &lease).await {
+                    Ok(Some(next)) => {
+                        lease = next;
+                        leased_at = self.inner.clock.now();
+                    }
+                    Ok(None) => {
+                        failure = Some(ApiError::Timeout(
+                            "the upload took longer than its lease, and its bytes were collected"
+                                .into(),
+                        ));
+                        break;
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
             match writer.push(&piece).await {
                 Ok(()) => {}
                 Err(WriteError::TooLarge) => {
@@ -374,6 +399,24 @@ impl Binaries {
             original_id: id,
             status: o.status.unwrap_or(BinaryStatus::Processing).as_str(),
         })
+    }
+
+    /// Moves an upload's lease on, if it is still `lease` on an original
+    /// PROCESSING; the new lease, or None when the collector has it.
+    async fn renew_upload_lease(&self, id: &str, lease: &str) -> ApiResult<Option<String>> {
+        let next = self.later(UPLOAD_LEASE);
+        let renewed = self
+            .store()
+            .cas(Cas {
+                row: original_update(id).set("next_attempt", &next),
+                condition: Condition::Equals(vec![
+                    ("status", Some(BinaryStatus::Processing.as_str().into())),
+                    ("next_attempt", Some(lease.into())),
+                ]),
+                ttl: None,
+            })
+            .await?;
+        Ok(renewed.applied.then_some(next))
     }
 
     pub(super) async fn by_checksum(&self, checksum: &str) -> ApiResult<Option<String>> {
