@@ -994,16 +994,7 @@ async fn a_slow_upload_renews_its_lease_and_a_stalled_one_leaves_nothing(engine:
         let now = now.clone();
         kartei::common::Clock::from_fn(move || *now.lock().unwrap())
     };
-    let b = kartei::binaries::service::Binaries::with_clock(
-        store.clone(),
-        kartei::binaries::service::BinaryConfig {
-            gc_grace: Duration::ZERO,
-            ..Default::default()
-        },
-        kartei::crawl::fetch::FetchPolicy { allow: Vec::new() },
-        Arc::new(kartei::crawl::service::Links::new(store.clone())),
-        clock,
-    );
+    let b = crate::support::binaries_at(&store, clock);
     let advance = |minutes: i64| *now.lock().unwrap() += time::Duration::minutes(minutes);
     let mut file = jpeg(64, 48);
     file.resize(3 << 20, 0);

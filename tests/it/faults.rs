@@ -1343,16 +1343,8 @@ async fn upload_and_gc_killed(target: Target, open: &dyn Fn() -> DynStore, seed:
     // Two hours on, the killed upload's lease has run out: collected too.
     let store = open();
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(2);
-    let binaries = kartei::binaries::service::Binaries::with_clock(
-        store.clone(),
-        kartei::binaries::service::BinaryConfig {
-            gc_grace: Duration::ZERO,
-            ..Default::default()
-        },
-        kartei::crawl::fetch::FetchPolicy { allow: Vec::new() },
-        Arc::new(kartei::crawl::service::Links::new(store.clone())),
-        kartei::common::Clock::from_fn(move || later),
-    );
+    let binaries =
+        crate::support::binaries_at(&store, kartei::common::Clock::from_fn(move || later));
     binaries.collect_garbage().await.expect("collect");
     let left = binaries_whole(&store, seed).await;
     assert_eq!(

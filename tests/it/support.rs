@@ -618,3 +618,21 @@ async fn listen(
     });
     (format!("http://{addr}"), stop)
 }
+
+/// A binaries service over `store` reading time from `clock`, with no grace
+/// for the collector (tests of leases).
+pub fn binaries_at(
+    store: &DynStore,
+    clock: kartei::common::Clock,
+) -> kartei::binaries::service::Binaries {
+    kartei::binaries::service::Binaries::with_clock(
+        store.clone(),
+        kartei::binaries::service::BinaryConfig {
+            gc_grace: std::time::Duration::ZERO,
+            ..Default::default()
+        },
+        kartei::crawl::fetch::FetchPolicy { allow: Vec::new() },
+        Arc::new(kartei::crawl::service::Links::new(store.clone())),
+        clock,
+    )
+}
