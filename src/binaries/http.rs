@@ -511,6 +511,10 @@ pub async fn iiif_base(Path(reference): Path<String>) -> Response {
         .into_response()
 }
 
+/// The base of the URLs an answer names: `--public-url`, or else the
+/// request's `Host` (development). An answer that names the Host must say
+/// so in `Vary`, or a cache that keys on the path alone could hand one
+/// client's Host to another; [`vary_on_host`] adds it.
 fn base_url(binaries: &Binaries, headers: &HeaderMap) -> String {
     match &binaries.config().public_url {
         Some(u) => u.clone(),
@@ -526,6 +530,16 @@ fn base_url(binaries: &Binaries, headers: &HeaderMap) -> String {
             format!("http://{host}")
         }
     }
+}
+
+/// Adds `Vary: Host` to an answer whose URLs come from the Host header.
+fn vary_on_host(binaries: &Binaries, mut response: Response) -> Response {
+    if binaries.config().public_url.is_none() {
+        response
+            .headers_mut()
+            .append(header::VARY, HeaderValue::from_static("host"));
+    }
+    response
 }
 
 /// `GET /iiif/3/{ref}/info.json`: the image's description (JSON-LD when asked for).
@@ -578,7 +592,7 @@ pub async fn iiif_info(
     } else {
         "application/json".to_owned()
     };
-    (
+    let response = (
         [
             (header::CONTENT_TYPE, content_type),
             (
@@ -588,7 +602,8 @@ pub async fn iiif_info(
         ],
         info.to_string(),
     )
-        .into_response()
+        .into_response();
+    vary_on_host(&binaries, response)
 }
 
 /// `GET /iiif/3/{ref}/{region}/{size}/{rotation}/{quality}.{format}`.
@@ -619,22 +634,25 @@ pub async fn iiif_image(
         return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
     }
     match binaries.iiif_image(&o, &req, &parsed).await {
-        Ok(bytes) => (
-            [
-                (header::CONTENT_TYPE, req.format.mime().to_owned()),
-                (header::ETAG, etag),
-                (header::CACHE_CONTROL, "public, max-age=86400".to_owned()),
-                (
-                    header::LINK,
-                    format!(
-                        "<{}/iiif/3/{reference}/{key}>; rel=\"canonical\"",
-                        base_url(&binaries, &headers)
+        Ok(bytes) => vary_on_host(
+            &binaries,
+            (
+                [
+                    (header::CONTENT_TYPE, req.format.mime().to_owned()),
+                    (header::ETAG, etag),
+                    (header::CACHE_CONTROL, "public, max-age=86400".to_owned()),
+                    (
+                        header::LINK,
+                        format!(
+                            "<{}/iiif/3/{reference}/{key}>; rel=\"canonical\"",
+                            base_url(&binaries, &headers)
+                        ),
                     ),
-                ),
-            ],
-            bytes.as_ref().clone(),
-        )
-            .into_response(),
+                ],
+                bytes.as_ref().clone(),
+            )
+                .into_response(),
+        ),
         Err(IiifFailure::Request(e)) => iiif_error(e),
         Err(IiifFailure::Api(e)) => RestError::from(e).into_response(),
     }

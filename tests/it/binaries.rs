@@ -772,6 +772,20 @@ async fn the_iiif_image_api_answers_level_2_requests(engine: Engine) {
         (json!(400), json!(300))
     );
     assert!(info["id"].as_str().unwrap().ends_with(&base));
+    // Without --public-url the id comes from the Host header, and the
+    // answer says so: a cache must not give it to a client of another Host.
+    let other = get(
+        &srv,
+        &format!("{base}/info.json"),
+        &[("host", "other.example:8080")],
+    )
+    .await;
+    assert_eq!(other.headers()[header::VARY], "host");
+    let info: Value = other.json().await.unwrap();
+    assert_eq!(
+        info["id"],
+        json!(format!("http://other.example:8080{base}"))
+    );
 
     let i = image_at(&srv, &format!("{base}/full/max/0/default.png")).await;
     assert_eq!(i.dimensions(), (400, 300));
