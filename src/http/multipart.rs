@@ -100,16 +100,14 @@ pub async fn read(
     if map.is_empty() {
         return match next_field(&mut form, limits).await? {
             None => Ok(request),
-            Some(_) => Err(ApiError::PayloadTooLarge(
-                "a file part that `map` does not name is refused".into(),
+            Some(_) => Err(ApiError::bad_input(
+                "a file part that `map` does not name is refused",
             )),
         };
     }
     // Files are accepted only where they can be used, before any is read.
     if principal.sub.is_none() {
-        return Err(ApiError::PayloadTooLarge(
-            "files are accepted only with a bearer token".into(),
-        ));
+        return Err(ApiError::Unauthenticated);
     }
     // Only an uploader's files can be used (uploadBinary is the one
     // mutation that takes them): any other token would spool up to
@@ -130,7 +128,7 @@ pub async fn read(
                 .and_then(|p| p.split('.').next())
                 .unwrap_or_default();
             if !uploads.iter().any(|u| u == variable) {
-                return Err(ApiError::PayloadTooLarge(format!(
+                return Err(ApiError::bad_input(format!(
                     "{path:?} is not a variable of type Upload of the operation; its file is refused"
                 )));
             }
@@ -140,7 +138,7 @@ pub async fn read(
     while let Some(mut field) = next_field(&mut form, limits).await? {
         let name = field.name().unwrap_or_default().to_owned();
         let Some(paths) = map.get(&name) else {
-            return Err(ApiError::PayloadTooLarge(format!(
+            return Err(ApiError::bad_input(format!(
                 "the file part {name:?} is not named in `map`; it is refused"
             )));
         };

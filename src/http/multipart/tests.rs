@@ -87,9 +87,12 @@ fn file(name: &str, data: &[u8]) -> Part {
     (name.into(), Some("a.jpg".into()), data.to_vec())
 }
 
-/// A client error, never the server's: 400 or 413.
+/// A client error, never the server's: 400, 401 or 413.
 fn client_error(e: &ApiError) -> bool {
-    matches!(e, ApiError::BadUserInput(_) | ApiError::PayloadTooLarge(_))
+    matches!(
+        e,
+        ApiError::BadUserInput(_) | ApiError::PayloadTooLarge(_) | ApiError::Unauthenticated
+    )
 }
 
 #[test]
@@ -155,7 +158,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..crate::common::proptest_config() })]
 
     /// Any sequence of parts, from any caller, cut into any pieces: a
-    /// request, or a 400 or 413, never a panic or a server error.
+    /// request, or a 400, 401 or 413, never a panic or a server error.
     #[test]
     fn any_form_is_a_request_or_a_client_error(
         parts in prop::collection::vec(part(), 0..6),
@@ -213,8 +216,9 @@ proptest! {
         prop_assert_eq!(back, data);
     }
 
-    /// Files only from a caller with a token, only for Upload variables of
-    /// the operation, only where `map` says, within the bounds: else 413.
+    /// Files only from a caller with a token (else 401), only for Upload
+    /// variables of the operation and only where `map` says (else 400),
+    /// within the bounds (else 413).
     #[test]
     fn a_file_that_cannot_be_used_is_refused(defect in 0usize..6, extra in 1usize..1000) {
         let mut who = caller();
@@ -237,7 +241,12 @@ proptest! {
             _ => parts[0] = operations(&format!("{UPLOAD} #{}", "x".repeat(2048 + extra)), json!({})),
         }
         let r = read_whole(&parts, &who);
-        prop_assert!(matches!(r, Err(ApiError::PayloadTooLarge(_))), "defect {}: {:?}", defect, r);
+        let fits = match defect {
+            0 => matches!(r, Err(ApiError::Unauthenticated)),
+            1 | 2 => matches!(r, Err(ApiError::BadUserInput(_))),
+            _ => matches!(r, Err(ApiError::PayloadTooLarge(_))),
+        };
+        prop_assert!(fits, "defect {}: {:?}", defect, r);
     }
 }
 
