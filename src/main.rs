@@ -272,11 +272,23 @@ async fn import_assignments(args: ImportAssignmentsArgs) -> anyhow::Result<ExitC
     Ok(outcome)
 }
 
-/// Prints an importer's line-numbered errors and summary; exit 1 if any line failed.
-fn import_outcome(file: &std::path::Path, errors: &[(usize, String)], summary: &str) -> ExitCode {
-    for (line, msg) in errors {
+/// Prints the bad lines kept, `file:line: reason`, and how many more there were.
+fn print_bad_lines(file: &std::path::Path, errors: &kartei::ndjson::BadLines) {
+    for (line, msg) in errors.iter() {
         eprintln!("{}:{line}: {msg}", file.display());
     }
+    if errors.dropped() > 0 {
+        eprintln!("... and {} more bad lines", errors.dropped());
+    }
+}
+
+/// Prints an importer's line-numbered errors and summary; exit 1 if any line failed.
+fn import_outcome(
+    file: &std::path::Path,
+    errors: &kartei::ndjson::BadLines,
+    summary: &str,
+) -> ExitCode {
+    print_bad_lines(file, errors);
     eprintln!("{summary}");
     if errors.is_empty() {
         ExitCode::SUCCESS
@@ -370,12 +382,7 @@ async fn import_suggestions(args: ImportSuggestionsArgs) -> anyhow::Result<ExitC
     )
     .await
     .map_err(|e| anyhow::anyhow!(e.message()))?;
-    for (line, msg) in report.errors.iter().take(1_000) {
-        eprintln!("{}:{line}: {msg}", args.file.display());
-    }
-    if report.errors.len() > 1_000 {
-        eprintln!("... and {} more bad lines", report.errors.len() - 1_000);
-    }
+    print_bad_lines(&args.file, &report.errors);
     eprintln!("{}", report.summary());
     Ok(if report.published {
         ExitCode::SUCCESS

@@ -47,8 +47,6 @@ pub fn lines_until_error<'a, R: BufRead + 'a>(
 /// (both with their line numbers).
 pub type Chunk<T> = (Vec<(usize, T)>, Vec<(usize, String)>);
 
-/// `lines` as chunks of up to `size` non-blank lines, each parsed by `parse`,
-/// advancing `progress` by the bytes read.
 /// Longest reason kept for a bad line: a reason may quote the line (an
 /// unknown field's name, a row kind), and a line may be 1 MiB.
 const MAX_REASON_BYTES: usize = 300;
@@ -65,6 +63,65 @@ fn shortened(mut reason: String) -> String {
     reason
 }
 
+/// The bad lines of an import: each one counted, the first [`BadLines::KEPT`]
+/// kept with their reasons (each at most 300 bytes), so that a file of
+/// millions of bad lines does not grow the importer's memory with them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BadLines {
+    kept: Vec<(usize, String)>,
+    count: usize,
+}
+
+impl BadLines {
+    pub const KEPT: usize = 1_000;
+
+    /// Counts a bad line (1-based number, 0 for the input as a whole).
+    pub fn push(&mut self, line: (usize, String)) {
+        self.count += 1;
+        if self.kept.len() < Self::KEPT {
+            self.kept.push((line.0, shortened(line.1)));
+        }
+    }
+
+    /// Every bad line, kept or not.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bad lines counted but whose reasons were not kept.
+    pub fn dropped(&self) -> usize {
+        self.count - self.kept.len()
+    }
+
+    /// Orders the kept lines by line number.
+    pub fn sort(&mut self) {
+        self.kept.sort();
+    }
+}
+
+impl Extend<(usize, String)> for BadLines {
+    fn extend<T: IntoIterator<Item = (usize, String)>>(&mut self, lines: T) {
+        for l in lines {
+            self.push(l);
+        }
+    }
+}
+
+/// The kept lines.
+impl std::ops::Deref for BadLines {
+    type Target = [(usize, String)];
+
+    fn deref(&self) -> &Self::Target {
+        &self.kept
+    }
+}
+
+/// `lines` as chunks of up to `size` non-blank lines, each parsed by `parse`,
+/// advancing `progress` by the bytes read.
 pub fn chunks<'a, T, I, F>(
     lines: I,
     progress: &'a crate::progress::Progress,
@@ -185,6 +242,16 @@ mod tests {
             .map(|l| l.unwrap())
             .map(|l| (l.number, l.text))
             .collect()
+    }
+
+    #[test]
+    fn bad_lines_are_all_counted_and_the_first_kept() {
+        let mut bad = BadLines::default();
+        bad.extend((1..=BadLines::KEPT + 500).map(|n| (n, "x".repeat(1000))));
+        assert_eq!(bad.len(), BadLines::KEPT + 500);
+        assert_eq!(bad.iter().count(), BadLines::KEPT);
+        assert_eq!(bad.dropped(), 500);
+        assert!(bad.iter().all(|(_, r)| r.len() <= MAX_REASON_BYTES + 3));
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub fn parse(line: &str) -> Result<SuggestInput, String> {
 pub struct ImportReport {
     pub created: usize,
     pub existing: usize,
-    pub errors: Vec<(usize, String)>,
+    pub errors: crate::ndjson::BadLines,
     /// The store failed (a full disk, an unreachable cluster): the import
     /// stopped there; a rerun of the same file skips the rows written.
     pub stopped: Option<String>,

@@ -202,7 +202,7 @@ pub struct ImportReport {
     pub published: bool,
     pub rows: usize,
     /// (line number, reason); line 0 for the input or the store failing.
-    pub errors: Vec<(usize, String)>,
+    pub errors: crate::ndjson::BadLines,
     pub purged: Vec<String>,
     pub elapsed: Duration,
 }

@@ -59,7 +59,7 @@ pub struct ImportReport {
     pub keywords: usize,
     pub gnd_entities: usize,
     /// (1-based line number, what was wrong).
-    pub errors: Vec<(usize, String)>,
+    pub errors: crate::ndjson::BadLines,
     pub elapsed: Duration,
 }
 
