@@ -945,7 +945,15 @@ async fn rechecking_revalidates_and_rederives_changed_content(engine: Engine) {
 /// is one JSON array holding every reference's lines, across pages.
 async fn a_context_s_logs_come_in_one_array_across_pages(engine: Engine) {
     use kartei::binaries::service::LOG_PAGE;
-    let srv = server(engine).await;
+    // No crawler, in keyspaces of its own: the hundred links are never
+    // fetched (other tests' crawlers would spend minutes on them).
+    let srv = crate::support::serve_crawling(
+        crate::support::isolated_store(engine).await,
+        crate::support::test_limits(),
+        crate::support::test_binary_args(),
+        None,
+    )
+    .await;
     let o = origin().await;
     let context = format!("logs-{}", uid());
     let machine = kartei::auth::Principal::local("logs", &[kartei::auth::Role::Machine]);
