@@ -329,7 +329,7 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
     .expect("crawl");
     let app = kartei::app::App::new(
         store.clone(),
-        Auth::hs256(b"bench-secret-0123456789"),
+        Auth::hs256(b"bench-secret-0123456789-0123456789-0123").expect("secret"),
         Default::default(),
         Default::default(),
         binaries,

@@ -106,9 +106,10 @@ pub struct App {
     pub crawl: Crawl,
     pub limits: Limits,
     pub edge: EdgeArgs,
-    /// WebSockets open at once (subscriptions), at most `--max-connections`:
-    /// an upgraded connection no longer holds its HTTP connection's slot.
-    pub sockets: Arc<tokio::sync::Semaphore>,
+    /// WebSocket places (subscriptions): at most `--max-connections` in all
+    /// (an upgraded connection no longer holds its HTTP connection's slot),
+    /// bounded per client address and token subject.
+    pub sockets: Arc<crate::http::sockets::Sockets>,
 }
 
 impl App {
@@ -124,7 +125,6 @@ impl App {
     ) -> Arc<Self> {
         let themes = Themes::new(store.clone());
         let suggestions = Suggestions::new(store.clone());
-        let socket_bound = limits.max_connections.max(1);
         let assignments = Assignments::new(store.clone());
         assignments.events().spawn_tail(Duration::from_millis(250));
         let schema = schema(
@@ -136,6 +136,9 @@ impl App {
                 crawl: crawl.clone(),
             }),
             &limits,
+        );
+        let sockets = crate::http::sockets::Sockets::new(
+            crate::http::sockets::SocketLimits::from_limits(&limits),
         );
         Arc::new(App {
             gate: crate::graphql::gate(&limits),
@@ -149,7 +152,7 @@ impl App {
             crawl,
             limits,
             edge,
-            sockets: Arc::new(tokio::sync::Semaphore::new(socket_bound)),
+            sockets,
         })
     }
 }

@@ -10,15 +10,48 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
 
-#[derive(clap::Args, Debug, Clone, Default)]
+/// The fewest bytes a token secret may have: an HMAC key shorter than its
+/// hash (SHA-256) weakens it, and an empty one lets anybody sign.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// The most clock skew a token's `exp` and `nbf` are given, in seconds.
+pub const MAX_LEEWAY_SECS: u64 = 30;
+
+/// How to make a secret, for the messages that refuse one.
+const MAKE_A_SECRET: &str = "make one with `head -c 48 /dev/urandom | base64`";
+
+#[derive(clap::Args, Debug, Clone)]
 pub struct AuthArgs {
-    /// HS256 secret for bearer tokens. In embedded mode a secret is generated
-    /// into the data directory when none is given.
+    /// HS256 secret for bearer tokens, at least 32 bytes. In embedded mode a
+    /// secret is generated into the data directory (`auth-secret`, 0600) when
+    /// none is given.
     #[arg(long, env = "KARTEI_AUTH_SECRET", hide_env_values = true)]
     pub auth_secret: Option<String>,
     /// PEM file with an RS256 public key: tokens are then verified with it (and the secret is not used).
     #[arg(long, env = "KARTEI_AUTH_PUBLIC_KEY", conflicts_with = "auth_secret")]
     pub auth_public_key: Option<PathBuf>,
+    /// Seconds of clock skew a token's `exp` and `nbf` are given (0 to 30).
+    #[arg(long, env = "KARTEI_TOKEN_LEEWAY", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(0..=MAX_LEEWAY_SECS))]
+    pub token_leeway: u64,
+    /// The issuer (`iss`) every token must name, when set (minted tokens carry it).
+    #[arg(long, env = "KARTEI_AUTH_ISSUER")]
+    pub auth_issuer: Option<String>,
+    /// The audience (`aud`) every token must name, when set (minted tokens carry it).
+    #[arg(long, env = "KARTEI_AUTH_AUDIENCE")]
+    pub auth_audience: Option<String>,
+}
+
+impl Default for AuthArgs {
+    fn default() -> Self {
+        AuthArgs {
+            auth_secret: None,
+            auth_public_key: None,
+            token_leeway: 5,
+            auth_issuer: None,
+            auth_audience: None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -61,6 +94,10 @@ struct Claims {
     exp: u64,
     #[serde(default)]
     iat: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    iss: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    aud: Option<serde_json::Value>,
 }
 
 /// Who is calling. Anonymous callers are readers.
@@ -68,6 +105,10 @@ struct Claims {
 pub struct Principal {
     pub sub: Option<String>,
     pub roles: BTreeSet<Role>,
+    /// The last second (Unix time, the leeway included) the token that
+    /// named this caller is good for; `None` for anonymous and local callers.
+    /// A WebSocket checks it before each operation and closes at it.
+    pub valid_until: Option<u64>,
 }
 
 impl Principal {
@@ -77,7 +118,13 @@ impl Principal {
         Principal {
             sub: Some(name.to_owned()),
             roles: roles.iter().copied().collect(),
+            valid_until: None,
         }
+    }
+
+    /// Whether the token that named this caller has expired by `now` (Unix seconds).
+    pub fn expired(&self, now: u64) -> bool {
+        self.valid_until.is_some_and(|t| now > t)
     }
 
     /// Admin may do everything.
@@ -135,57 +182,91 @@ pub struct Auth {
     decoding: DecodingKey,
     validation: Validation,
     encoding: Option<EncodingKey>,
+    leeway: u64,
+    issuer: Option<String>,
+    audience: Option<String>,
 }
 
 impl Auth {
-    pub fn hs256(secret: &[u8]) -> Self {
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.set_required_spec_claims(&["exp", "sub"]);
-        Auth {
-            decoding: DecodingKey::from_secret(secret),
-            validation,
-            encoding: Some(EncodingKey::from_secret(secret)),
-        }
+    /// HS256 with `secret` (at least [`MIN_SECRET_BYTES`]), default checks.
+    pub fn hs256(secret: &[u8]) -> anyhow::Result<Self> {
+        Self::hs256_with(secret, &AuthArgs::default())
     }
 
-    pub fn rs256(public_pem: &[u8]) -> anyhow::Result<Self> {
-        let mut validation = Validation::new(Algorithm::RS256);
-        validation.set_required_spec_claims(&["exp", "sub"]);
-        Ok(Auth {
-            decoding: DecodingKey::from_rsa_pem(public_pem)?,
+    fn hs256_with(secret: &[u8], args: &AuthArgs) -> anyhow::Result<Self> {
+        if secret.len() < MIN_SECRET_BYTES {
+            anyhow::bail!(
+                "the token secret has {} bytes; it needs at least {MIN_SECRET_BYTES}: {MAKE_A_SECRET}",
+                secret.len()
+            );
+        }
+        Ok(Self::new(
+            Algorithm::HS256,
+            DecodingKey::from_secret(secret),
+            Some(EncodingKey::from_secret(secret)),
+            args,
+        ))
+    }
+
+    pub fn rs256(public_pem: &[u8], args: &AuthArgs) -> anyhow::Result<Self> {
+        let key = DecodingKey::from_rsa_pem(public_pem)?;
+        Ok(Self::new(Algorithm::RS256, key, None, args))
+    }
+
+    fn new(
+        alg: Algorithm,
+        decoding: DecodingKey,
+        encoding: Option<EncodingKey>,
+        args: &AuthArgs,
+    ) -> Self {
+        let leeway = args.token_leeway.min(MAX_LEEWAY_SECS);
+        let mut validation = Validation::new(alg);
+        let mut required = vec!["exp", "sub"];
+        // The library's default is a minute, which kept a token alive for
+        // that long past its `exp`.
+        validation.leeway = leeway;
+        validation.validate_nbf = true;
+        if let Some(iss) = &args.auth_issuer {
+            validation.set_issuer(&[iss]);
+            required.push("iss");
+        }
+        if let Some(aud) = &args.auth_audience {
+            validation.set_audience(&[aud]);
+            required.push("aud");
+        }
+        validation.set_required_spec_claims(&required);
+        Auth {
+            decoding,
             validation,
-            encoding: None,
-        })
+            encoding,
+            leeway,
+            issuer: args.auth_issuer.clone(),
+            audience: args.auth_audience.clone(),
+        }
     }
 
     /// From the flags; in embedded mode without a secret, one is generated and
     /// kept in `data_dir/auth-secret` so tokens survive restarts.
     pub fn from_args(args: &AuthArgs, data_dir: Option<&Path>) -> anyhow::Result<Self> {
         if let Some(path) = &args.auth_public_key {
-            return Self::rs256(&std::fs::read(path)?);
+            let pem = std::fs::read(path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            return Self::rs256(&pem, args);
         }
         if let Some(secret) = &args.auth_secret {
-            if secret.len() < 16 {
-                anyhow::bail!("--auth-secret must be at least 16 characters long");
+            let secret = secret.trim();
+            if secret.len() < MIN_SECRET_BYTES {
+                anyhow::bail!(
+                    "--auth-secret (KARTEI_AUTH_SECRET) has {} bytes; it needs at least {MIN_SECRET_BYTES}: {MAKE_A_SECRET}",
+                    secret.len()
+                );
             }
-            return Ok(Self::hs256(secret.as_bytes()));
+            return Self::hs256_with(secret.as_bytes(), args);
         }
         let Some(dir) = data_dir else {
             anyhow::bail!("no --auth-secret (KARTEI_AUTH_SECRET) or --auth-public-key given");
         };
-        let path = dir.join("auth-secret");
-        let secret = match std::fs::read_to_string(&path) {
-            Ok(s) => s.trim().to_owned(),
-            Err(_) => {
-                std::fs::create_dir_all(dir)?;
-                let mut bytes = [0u8; 32];
-                getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
-                let s: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-                std::fs::write(&path, &s)?;
-                s
-            }
-        };
-        Ok(Self::hs256(secret.as_bytes()))
+        Self::hs256_with(&secret_file(dir)?, args)
     }
 
     /// Reads an `Authorization` header value. No header: anonymous reader.
@@ -217,6 +298,7 @@ impl Auth {
         Ok(Principal {
             sub: Some(data.claims.sub),
             roles,
+            valid_until: Some(data.claims.exp.saturating_add(self.leeway)),
         })
     }
 
@@ -240,6 +322,8 @@ impl Auth {
             // "Valid for ever" ends at the last second a u64 holds, not in 1970.
             exp: now.saturating_add(valid_secs),
             iat: now,
+            iss: self.issuer.clone(),
+            aud: self.audience.clone().map(serde_json::Value::from),
         };
         Ok(jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
@@ -248,6 +332,82 @@ impl Auth {
         )?)
     }
 }
+
+/// The secret kept in `dir/auth-secret`, made there when the file does not
+/// exist. A file that exists but cannot be read, or holds too short a
+/// secret (a disk that filled up at the first start leaves an empty one), is
+/// an error: replacing it would silently end every token issued, and an
+/// empty key would let anybody sign.
+fn secret_file(dir: &Path) -> anyhow::Result<Vec<u8>> {
+    let path = dir.join("auth-secret");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return new_secret_file(dir, &path),
+        Err(e) => anyhow::bail!(
+            "cannot read the token secret {}: {e}; fix its permissions, or give --auth-secret",
+            path.display()
+        ),
+    };
+    let secret = bytes.trim_ascii();
+    if secret.len() < MIN_SECRET_BYTES {
+        anyhow::bail!(
+            "the token secret {} has {} bytes; it needs at least {MIN_SECRET_BYTES}. Delete the file to have a new one made (tokens issued so far stop working), or write one: {MAKE_A_SECRET} > {}",
+            path.display(),
+            secret.len(),
+            path.display()
+        );
+    }
+    keep_private(&path);
+    Ok(secret.to_vec())
+}
+
+/// A new random secret, written so that it is whole or absent: into a
+/// temporary file (0600) beside it, synced, then renamed into place without
+/// replacing a file another process put there first.
+fn new_secret_file(dir: &Path, path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    // tempfile creates its files readable by the owner only.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".auth-secret.")
+        .tempfile_in(dir)?;
+    tmp.write_all(secret.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => {}
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => return secret_file(dir),
+        Err(e) => return Err(e.error.into()),
+    }
+    // The rename is durable once the directory is.
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(secret.into_bytes())
+}
+
+/// Narrows a secret file that others may read to its owner (earlier
+/// versions wrote it 0644).
+#[cfg(unix)]
+fn keep_private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    if meta.permissions().mode() & 0o077 != 0 {
+        match std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            Ok(()) => {
+                tracing::warn!(path = %path.display(), "the token secret was readable by others; it is 0600 now")
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "the token secret is readable by others and could not be narrowed")
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn keep_private(_: &Path) {}
 
 #[cfg(test)]
 mod tests;

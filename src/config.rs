@@ -367,6 +367,25 @@ pub struct Limits {
     /// (or of a WebSocket's messages) before it closes the connection.
     #[arg(long, env = "KARTEI_WRITE_TIMEOUT", default_value_t = 30)]
     pub write_timeout: u64,
+    /// WebSockets one client address may hold without a token (sockets that
+    /// have not sent `connection_init` yet count too).
+    #[arg(long, env = "KARTEI_MAX_SOCKETS_PER_CLIENT", default_value_t = 16)]
+    pub max_sockets_per_client: usize,
+    /// WebSockets one token subject may hold.
+    #[arg(long, env = "KARTEI_MAX_SOCKETS_PER_SUBJECT", default_value_t = 16)]
+    pub max_sockets_per_subject: usize,
+    /// Subscriptions (and operations over WebSockets) open at once in this process.
+    #[arg(long, env = "KARTEI_MAX_SUBSCRIPTIONS", default_value_t = 10_000)]
+    pub max_subscriptions: usize,
+    /// Percent of the WebSocket and subscription places that only callers
+    /// with a token may take (0 to 90).
+    #[arg(long, env = "KARTEI_RESERVED_FOR_TOKENS", default_value_t = 25,
+          value_parser = clap::value_parser!(u8).range(0..=90))]
+    pub reserved_for_tokens: u8,
+    /// Largest GraphQL answer, in bytes of its text and values: a query
+    /// whose answer grows past it is stopped with RESPONSE_TOO_LARGE.
+    #[arg(long, env = "KARTEI_MAX_RESPONSE_BYTES", default_value_t = 16 << 20)]
+    pub max_response_bytes: usize,
 }
 
 impl Default for Limits {
@@ -384,6 +403,11 @@ impl Default for Limits {
             header_timeout: 10,
             body_timeout: 30,
             write_timeout: 30,
+            max_sockets_per_client: 16,
+            max_sockets_per_subject: 16,
+            max_subscriptions: 10_000,
+            reserved_for_tokens: 25,
+            max_response_bytes: 16 << 20,
         }
     }
 }
@@ -488,24 +512,34 @@ pub struct RepairArgs {
 }
 
 /// The longest a minted token may be valid: 100 years.
-pub const MAX_VALID_HOURS: u64 = 100 * 366 * 24;
+pub const MAX_TOKEN_TTL: std::time::Duration = std::time::Duration::from_secs(100 * 366 * 86_400);
 
 #[derive(Args, Debug, Clone)]
 pub struct TokenArgs {
     /// The subject: recorded as creator on writes.
-    #[arg(long)]
-    pub sub: String,
-    /// Roles, comma-separated: contributor, archive, machine, editor, admin.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, alias = "sub")]
+    pub subject: String,
+    /// Roles, comma-separated or repeated: contributor, archive, machine, editor, admin.
+    #[arg(long = "role", alias = "roles", value_delimiter = ',', required = true)]
     pub roles: Vec<String>,
-    /// How long the token is valid (at most 100 years, so the seconds never overflow).
-    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(..=MAX_VALID_HOURS))]
-    pub valid_hours: u64,
+    /// How long the token is valid (`90m`, `12h`, `30d`; at most 100 years).
+    #[arg(long, default_value = "24h", value_parser = parse_ttl)]
+    pub ttl: std::time::Duration,
     #[command(flatten)]
     pub auth: AuthArgs,
     /// Data directory whose generated secret to use when no --auth-secret is given.
     #[arg(long, env = "KARTEI_DATA_DIR", default_value = "./data")]
     pub data_dir: PathBuf,
+}
+
+/// A token's lifetime: a duration of at least a second and at most
+/// [`MAX_TOKEN_TTL`], so that `now + ttl` never overflows.
+fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d < std::time::Duration::from_secs(1) || d > MAX_TOKEN_TTL {
+        return Err(format!("{s}: a token lives from 1s to 36600d"));
+    }
+    Ok(d)
 }
 
 impl From<&StoreArgs> for StoreConfig {
@@ -526,16 +560,16 @@ mod tests {
 
     use super::*;
 
-    fn token(hours: &str) -> Result<TokenArgs, clap::Error> {
+    fn token(ttl: &str) -> Result<TokenArgs, clap::Error> {
         let argv = [
             "kartei",
             "token",
-            "--sub",
+            "--subject",
             "ed",
-            "--roles",
+            "--role",
             "editor",
-            "--valid-hours",
-            hours,
+            "--ttl",
+            ttl,
         ];
         match Cli::try_parse_from(argv)?.command {
             Some(Command::Token(t)) => Ok(t),
@@ -544,14 +578,30 @@ mod tests {
     }
 
     /// `--valid-hours 5124095576030432` made `valid_hours * 3600` overflow
-    /// (a panic in a debug build, a token expired in 1970 in a release build).
+    /// (a panic in a debug build, a token expired in 1970 in a release
+    /// build); `--ttl` is bounded when it is parsed.
     #[test]
-    fn token_validity_is_bounded_before_it_is_multiplied() {
-        assert_eq!(token("24").unwrap().valid_hours, 24);
-        assert_eq!(token("876000").unwrap().valid_hours, 876_000);
-        for hours in ["878401", "5124095576030432", "99999999999999999999", "-1"] {
-            assert!(token(hours).is_err(), "{hours}");
+    fn token_lifetime_is_bounded_when_parsed() {
+        assert_eq!(token("24h").unwrap().ttl.as_secs(), 24 * 3600);
+        assert_eq!(token("36600d").unwrap().ttl, MAX_TOKEN_TTL);
+        for ttl in [
+            "36601d",
+            "5124095576030432h",
+            "99999999999999999999s",
+            "-1h",
+            "0s",
+            "12",
+        ] {
+            assert!(token(ttl).is_err(), "{ttl}");
         }
-        assert!(MAX_VALID_HOURS.checked_mul(3600).is_some());
+    }
+
+    #[test]
+    fn the_token_command_takes_the_old_flag_names_too() {
+        let argv = ["kartei", "token", "--sub", "ed", "--roles", "editor,admin"];
+        let Some(Command::Token(t)) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not the token command");
+        };
+        assert_eq!((t.subject.as_str(), t.roles.len()), ("ed", 2));
     }
 }

@@ -146,9 +146,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             eprintln!("demo vocabulary: the store already has portals, nothing loaded");
         }
     }
-    if embedded && args.auth.auth_public_key.is_none() {
-        let token = auth.mint("local-admin", &["admin".to_owned()], 30 * 24 * 3600)?;
-        eprintln!("admin token for local use (30 days):\n  Authorization: Bearer {token}");
+    // Only the demo prints a token: a server's log is read by more people
+    // than should hold an admin token (`kartei token` mints one on purpose).
+    if args.demo && args.auth.auth_public_key.is_none() {
+        let token = auth.mint("local-admin", &["admin".to_owned()], 24 * 3600)?;
+        eprintln!("admin token for the demo (24 hours):\n  Authorization: Bearer {token}");
     }
     let binaries = kartei::app::binaries(&args.binaries, store.clone())?;
     if embedded {
@@ -457,7 +459,7 @@ fn token(args: TokenArgs) -> anyhow::Result<ExitCode> {
     let auth =
         Auth::from_args(&args.auth, Some(&args.data_dir)).map_err(|e| usage(e.to_string()))?;
     let t = auth
-        .mint(&args.sub, &args.roles, args.valid_hours * 3600)
+        .mint(&args.subject, &args.roles, args.ttl.as_secs())
         .map_err(|e| usage(e.to_string()))?;
     println!("{t}");
     Ok(ExitCode::SUCCESS)

@@ -56,7 +56,7 @@ fn header_text() -> impl Strategy<Value = String> {
 
 #[test]
 fn no_header_is_an_anonymous_reader() {
-    let p = Auth::hs256(SECRET).principal(None).unwrap();
+    let p = Auth::hs256(SECRET).unwrap().principal(None).unwrap();
     assert!(p.sub.is_none() && p.roles.is_empty());
 }
 
@@ -64,7 +64,7 @@ fn no_header_is_an_anonymous_reader() {
 /// panic in a debug build, a token expired long ago in a release build).
 #[test]
 fn a_token_valid_for_ever_expires_at_the_end_of_time() {
-    let auth = Auth::hs256(SECRET);
+    let auth = Auth::hs256(SECRET).unwrap();
     let token = auth.mint("ed", &["editor".into()], u64::MAX).unwrap();
     let p = auth.principal(Some(&format!("Bearer {token}"))).unwrap();
     assert!(p.has(Role::Editor));
@@ -72,7 +72,7 @@ fn a_token_valid_for_ever_expires_at_the_end_of_time() {
 
 #[test]
 fn tokens_of_another_algorithm_or_none_are_refused() {
-    let auth = Auth::hs256(SECRET);
+    let auth = Auth::hs256(SECRET).unwrap();
     let claims = json!({"sub": "ed", "roles": ["admin"], "exp": now() + 600});
     for alg in [Algorithm::HS384, Algorithm::HS512] {
         assert!(refused(auth.principal(Some(&format!(
@@ -98,7 +98,7 @@ proptest! {
     /// INVALID_TOKEN (401), never a panic.
     #[test]
     fn any_authorization_header_is_refused_unless_signed(h in header_text()) {
-        let r = Auth::hs256(SECRET).principal(Some(&h));
+        let r = Auth::hs256(SECRET).unwrap().principal(Some(&h));
         prop_assert!(refused(r), "{h}");
     }
 
@@ -111,7 +111,7 @@ proptest! {
         pad in "[ \t]{0,2}",
     ) {
         prop_assume!(!sub.trim().is_empty());
-        let auth = Auth::hs256(SECRET);
+        let auth = Auth::hs256(SECRET).unwrap();
         let roles: Vec<String> = roles.into_iter().map(String::from).collect();
         let token = auth.mint(&sub, &roles, valid).unwrap();
         let p = auth.principal(Some(&format!("{bearer}{pad}{token}{pad}"))).unwrap();
@@ -125,7 +125,7 @@ proptest! {
     fn unknown_roles_are_ignored(sub in "[a-z]{1,8}", roles in role_names()) {
         let claims = json!({"sub": sub, "roles": roles, "exp": now() + 600});
         let token = signed(&claims, Algorithm::HS256, SECRET);
-        let p = Auth::hs256(SECRET).principal(Some(&format!("Bearer {token}"))).unwrap();
+        let p = Auth::hs256(SECRET).unwrap().principal(Some(&format!("Bearer {token}"))).unwrap();
         let want: BTreeSet<Role> = roles.iter().filter_map(|r| Role::parse(r)).collect();
         prop_assert_eq!(p.roles, want);
     }
@@ -143,7 +143,7 @@ proptest! {
         cut in any::<prop::sample::Index>(),
         other in prop::collection::vec(any::<u8>(), 16..40),
     ) {
-        let auth = Auth::hs256(SECRET);
+        let auth = Auth::hs256(SECRET).unwrap();
         let claims = json!({"sub": sub, "roles": roles, "exp": now() + 600});
         let token = signed(&claims, Algorithm::HS256, SECRET);
         let mut bytes = token.clone().into_bytes();
@@ -205,7 +205,7 @@ proptest! {
             let signature = jsonwebtoken::crypto::sign(unsigned.as_bytes(), &key, Algorithm::HS256).unwrap();
             token = format!("{unsigned}.{signature}");
         }
-        let r = Auth::hs256(SECRET).principal(Some(&format!("Bearer {token}")));
+        let r = Auth::hs256(SECRET).unwrap().principal(Some(&format!("Bearer {token}")));
         match r {
             Ok(p) => {
                 prop_assert!(!huge);
@@ -221,7 +221,7 @@ proptest! {
 
     #[test]
     fn minting_never_overflows(valid in prop_oneof![any::<u64>(), u64::MAX - 1_000..=u64::MAX]) {
-        let auth = Auth::hs256(SECRET);
+        let auth = Auth::hs256(SECRET).unwrap();
         let token = auth.mint("ed", &[], valid).unwrap();
         let p = auth.principal(Some(&format!("Bearer {token}")));
         // Valid for at least a minute (the leeway) or longer: always accepted.

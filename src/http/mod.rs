@@ -8,6 +8,7 @@ pub mod graphiql;
 pub mod graphql;
 pub mod multipart;
 pub mod serve;
+pub mod sockets;
 pub mod subscriptions;
 pub mod web;
 

@@ -451,6 +451,7 @@ async fn a_crash_between_base_row_and_query_tables_is_healed(engine: Engine) {
     let editor = kartei::auth::Principal {
         sub: Some("erik".into()),
         roles: [kartei::auth::Role::Editor].into(),
+        valid_until: None,
     };
     let k = kartei::assignments::model::AssignmentKey {
         portal_id: v.p.clone(),
@@ -562,6 +563,7 @@ fn principal(sub: &str, role: &str) -> kartei::auth::Principal {
     kartei::auth::Principal {
         sub: Some(sub.into()),
         roles: [kartei::auth::Role::parse(role).unwrap()].into(),
+        valid_until: None,
     }
 }
 
@@ -676,7 +678,7 @@ async fn every_role_against_every_mutation(engine: Engine) {
     }
     // A wrongly signed token is refused for every mutation.
     let forged = {
-        let other = kartei::auth::Auth::hs256(b"another-secret-0123456789abcdef");
+        let other = kartei::auth::Auth::hs256(b"another-secret-0123456789abcdef-0123").unwrap();
         other.mint("mallory", &["admin".into()], 60).unwrap()
     };
     let r = srv

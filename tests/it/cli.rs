@@ -2,11 +2,13 @@
 
 use std::process::Command;
 
-fn kartei() -> Command {
+/// The binary, without the settings of the environment the tests run in.
+pub(crate) fn kartei() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kartei"));
     c.env_remove("KARTEI_CASSANDRA")
         .env_remove("KARTEI_DATA_DIR")
-        .env_remove("KARTEI_AUTH_SECRET");
+        .env_remove("KARTEI_AUTH_SECRET")
+        .env_remove("KARTEI_DEMO");
     c
 }
 
@@ -25,7 +27,7 @@ fn contradictory_or_missing_flags_exit_with_code_2() {
             "--roles",
             "wizard",
             "--auth-secret",
-            "0123456789abcdef0123",
+            "0123456789abcdef0123456789abcdef",
         ],
         vec![
             "import-vocabulary",
@@ -56,13 +58,13 @@ fn token_mints_a_verifiable_jwt() {
             "--roles",
             "editor,admin",
             "--auth-secret",
-            "0123456789abcdef0123",
+            "0123456789abcdef0123456789abcdef",
         ])
         .output()
         .unwrap();
     assert!(out.status.success());
     let token = String::from_utf8(out.stdout).unwrap();
-    let auth = kartei::auth::Auth::hs256(b"0123456789abcdef0123");
+    let auth = kartei::auth::Auth::hs256(b"0123456789abcdef0123456789abcdef").unwrap();
     let p = auth
         .principal(Some(&format!("Bearer {}", token.trim())))
         .unwrap();

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use crate::support::run;
 
 const BIN: &str = env!("CARGO_BIN_EXE_kartei");
-const SECRET: &str = "kartei-fault-secret-0123456789";
+const SECRET: &str = "kartei-fault-secret-0123456789-0123456789";
 const PORTAL: &str = "c-fault";
 const CHILDREN: usize = 8;
 
@@ -498,6 +498,7 @@ impl Drop for Server {
 fn token(sub: &str, roles: &[&str]) -> String {
     let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
     kartei::auth::Auth::hs256(SECRET.as_bytes())
+        .expect("secret")
         .mint(sub, &roles, 3600)
         .expect("mint")
 }

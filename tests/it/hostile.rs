@@ -782,13 +782,7 @@ fn a_client_that_stops_reading_loses_the_connection() {
             write_timeout: 1,
             ..test_limits()
         };
-        let srv = serve_store(
-            store(Engine::Embedded).await,
-            limits,
-            test_binary_args(),
-            true,
-        )
-        .await;
+        let srv = embedded_server(limits, true).await;
         // 8 MiB: more than the server's send buffer (at most 4 MiB by
         // default on Linux) and the client's small receive buffer hold.
         let mut file = super::binaries::jpeg(64, 48);
@@ -830,5 +824,226 @@ fn a_client_that_stops_reading_loses_the_connection() {
             .await
             .unwrap();
         assert_eq!(ok.status(), 206);
+    });
+}
+
+/// An in-process test server on the embedded store with `limits` (its
+/// binary worker running when `worker`).
+async fn embedded_server(
+    limits: kartei::config::Limits,
+    worker: bool,
+) -> crate::support::TestServer {
+    serve_store(
+        store(Engine::Embedded).await,
+        limits,
+        test_binary_args(),
+        worker,
+    )
+    .await
+}
+
+/// A WebSocket to `url`'s /graphql/ws from the local address `from`, with
+/// `token` in the upgrade request's Authorization header when given; the
+/// refusal's status and body when the upgrade is refused.
+async fn socket_from(
+    url: &str,
+    from: &str,
+    token: Option<&str>,
+) -> Result<crate::live::Socket, (u16, String)> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let addr: SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    let mut request = format!("ws://{addr}/graphql/ws")
+        .into_client_request()
+        .unwrap();
+    let h = request.headers_mut();
+    h.insert(
+        "sec-websocket-protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    if let Some(t) = token {
+        h.insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+    match tokio_tungstenite::client_async(request, stream).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => Err((
+            r.status().as_u16(),
+            String::from_utf8_lossy(r.body().as_deref().unwrap_or_default()).into_owned(),
+        )),
+        Err(e) => panic!("websocket: {e}"),
+    }
+}
+
+/// Subscribes to changes of a portal as `id`.
+async fn sub(ws: &mut crate::live::Socket, id: &str) {
+    let q = "subscription { assignmentChanged(portalId: \"p\") { id } }";
+    crate::live::subscribe(ws, id, q, json!({})).await;
+}
+
+/// Sends a ping and returns the next message (the pong).
+async fn ping(ws: &mut crate::live::Socket) -> Value {
+    use futures::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        r#"{"type":"ping"}"#,
+    ))
+    .await
+    .unwrap();
+    crate::live::next_message(ws).await.expect("a pong")
+}
+
+/// `connection_init` with `token` (or none): whether it was acknowledged.
+async fn init(ws: &mut crate::live::Socket, token: Option<&str>) -> bool {
+    use futures::SinkExt;
+    let payload = token.map_or(
+        json!({}),
+        |t| json!({"Authorization": format!("Bearer {t}")}),
+    );
+    ws.send(tokio_tungstenite::tungstenite::Message::text(
+        json!({"type": "connection_init", "payload": payload}).to_string(),
+    ))
+    .await
+    .unwrap();
+    matches!(crate::live::next_message(ws).await, Some(m) if m["type"] == "connection_ack")
+}
+
+/// One client took every place: 100 sockets × 100 streams filled all 10,000
+/// subscription places (the next caller got a misleading UNAVAILABLE), and
+/// 512 sockets that only pinged filled every WebSocket place. Now sockets
+/// without a token are bounded per client address, sockets with one per
+/// subject, a share of the places is kept for callers with a token, and
+/// every refusal names its limit.
+#[test]
+fn one_client_cannot_take_every_socket_or_subscription_place() {
+    run(async {
+        let limits = kartei::config::Limits {
+            max_connections: 8,
+            reserved_for_tokens: 50,
+            max_sockets_per_client: 2,
+            max_sockets_per_subject: 2,
+            max_subscriptions: 4,
+            ..test_limits()
+        };
+        let srv = embedded_server(limits, false).await;
+
+        // A portal to subscribe to (a subscription to an unknown one ends at once).
+        srv.data(
+            "mutation { upsertCategory(input: {id: \"p\", label: \"P\"}) { id } }",
+            json!({}),
+            Some(&srv.admin()),
+        )
+        .await;
+
+        // Per address: two sockets without a token, the third is refused.
+        let mut a1 = socket_from(&srv.url, "127.0.0.1", None).await.unwrap();
+        let mut a2 = socket_from(&srv.url, "127.0.0.1", None).await.unwrap();
+        assert!(init(&mut a1, None).await && init(&mut a2, None).await);
+        let (status, body) = socket_from(&srv.url, "127.0.0.1", None)
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(status, 429, "{body}");
+        assert!(
+            body.contains("TOO_MANY_SOCKETS") && body.contains("--max-sockets-per-client"),
+            "{body}"
+        );
+
+        // Anonymous operations get what the reserve leaves: 2 of 4.
+        sub(&mut a1, "1").await;
+        sub(&mut a1, "2").await;
+        // A socket handles its messages in order: once the ping is answered,
+        // both subscriptions hold their places.
+        assert_eq!(ping(&mut a1).await["type"], "pong");
+        sub(&mut a2, "3").await;
+        let m = crate::live::next_message(&mut a2).await.expect("an answer");
+        assert_eq!(m["id"], "3", "{m}");
+        assert!(m.to_string().contains("SUBSCRIPTIONS_FULL"), "{m}");
+
+        // Another address is not held up by the first.
+        let mut b1 = socket_from(&srv.url, "127.0.0.2", None).await.unwrap();
+        let mut b2 = socket_from(&srv.url, "127.0.0.2", None).await.unwrap();
+        assert!(init(&mut b1, None).await && init(&mut b2, None).await);
+
+        // Four anonymous sockets are all the reserve leaves them: the next
+        // one must show a token in connection_init, or it is closed.
+        let mut late = socket_from(&srv.url, "127.0.0.3", None).await.unwrap();
+        assert!(
+            !init(&mut late, None).await,
+            "an anonymous socket took a reserved place"
+        );
+        drop(late);
+        let anna = srv.token_as("anna", &["editor"]);
+        let mut curator = socket_from(&srv.url, "127.0.0.3", None).await.unwrap();
+        assert!(init(&mut curator, Some(&anna)).await);
+        // Callers with a token are not held to the anonymous share.
+        sub(&mut curator, "c").await;
+        crate::live::subscribe(&mut curator, "q", "{ __typename }", json!({})).await;
+        let m = crate::live::next_message(&mut curator)
+            .await
+            .expect("an answer");
+        assert_eq!(
+            (m["id"].as_str(), m["type"].as_str()),
+            (Some("q"), Some("next")),
+            "{m}"
+        );
+
+        // A token in the upgrade request counts for its subject, not for
+        // the (full) address; a subject holds at most two.
+        let ed = srv.token_as("ed", &["editor"]);
+        let mut e1 = socket_from(&srv.url, "127.0.0.1", Some(&ed)).await.unwrap();
+        let mut e2 = socket_from(&srv.url, "127.0.0.1", Some(&ed)).await.unwrap();
+        assert!(init(&mut e1, Some(&ed)).await && init(&mut e2, Some(&ed)).await);
+        let (status, body) = socket_from(&srv.url, "127.0.0.1", Some(&ed))
+            .await
+            .err()
+            .unwrap();
+        assert_eq!(status, 429, "{body}");
+        assert!(body.contains("--max-sockets-per-subject"), "{body}");
+    });
+}
+
+/// Slow headers: a client that sends its request head a byte at a time
+/// (every pause well inside any per-byte timeout) is cut off once
+/// `--header-timeout` has passed since the head began, not kept while
+/// bytes keep coming. (The probe held a connection 7.75 s against the
+/// default 10 s; measured again here against a 2 s bound.)
+#[test]
+fn slow_headers_are_cut_off_at_the_header_timeout() {
+    run(async {
+        let limits = kartei::config::Limits {
+            header_timeout: 2,
+            ..test_limits()
+        };
+        let srv = embedded_server(limits, false).await;
+        let addr = srv.url.trim_start_matches("http://").to_owned();
+        let head = format!(
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: {}\r\n\r\n",
+            "a".repeat(300)
+        );
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let started = Instant::now();
+        let mut cut = false;
+        for b in head.bytes() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if s.write_all(&[b]).await.is_err() {
+                cut = true;
+                break;
+            }
+            let mut buf = [0u8; 256];
+            if let Ok(r) = tokio::time::timeout(Duration::from_millis(1), s.read(&mut buf)).await {
+                assert!(
+                    !matches!(r, Ok(n) if n > 0 && buf.starts_with(b"HTTP/1.1 200")),
+                    "served"
+                );
+                cut = true;
+                break;
+            }
+        }
+        // The head takes about 17 s to drip; the bound is 2 s from its start.
+        assert!(cut, "the connection outlived the whole head");
+        let held = started.elapsed();
+        assert!(held < Duration::from_secs(8), "held {held:?}");
     });
 }

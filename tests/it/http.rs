@@ -346,6 +346,7 @@ fn persisted_queries_caching_compression_and_request_ids() {
         let mext = json!({"persistedQuery": {"version": 1, "sha256Hash": mhash}}).to_string();
         let body = json!({"query": mutation, "extensions": {"persistedQuery": {"version": 1, "sha256Hash": mhash}}}).to_string();
         let token = kartei::auth::Auth::hs256(crate::support::SECRET.as_bytes())
+            .unwrap()
             .mint("m", &["machine".into()], 60)
             .unwrap();
         let bearer = format!("Bearer {token}");

@@ -13,7 +13,7 @@ use crate::assignments::{SUGGEST, TRANSITION, key, suggestion, vocabulary};
 use crate::both_engines;
 use crate::support::*;
 
-type Socket =
+pub(crate) type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 const CHANGES: &str = "subscription($p: ID!, $after: String, $s: AssignmentStatus) {

@@ -4,6 +4,7 @@
 mod support;
 
 mod assignments;
+mod auth;
 mod binaries;
 mod cli;
 mod cluster;

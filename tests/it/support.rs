@@ -16,7 +16,7 @@ use kartei::store::{
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-pub const SECRET: &str = "kartei-test-secret-0123456789";
+pub const SECRET: &str = "kartei-test-secret-0123456789-0123456789";
 
 /// One runtime for the whole binary: the Cassandra session must outlive single tests.
 static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
@@ -297,7 +297,7 @@ pub async fn router_with(
     .expect("crawl");
     let app = kartei::app::App::new(
         ts.store.clone(),
-        Auth::hs256(SECRET.as_bytes()),
+        Auth::hs256(SECRET.as_bytes()).expect("secret"),
         limits,
         edge,
         binaries,
@@ -367,7 +367,7 @@ pub async fn serve_crawling(
         store: counted,
         binaries,
         crawl: crawler,
-        auth: Auth::hs256(SECRET.as_bytes()),
+        auth: Auth::hs256(SECRET.as_bytes()).expect("secret"),
         _store: ts,
     }
 }
@@ -594,7 +594,7 @@ async fn listen(
     let connections = kartei::http::ConnectionLimits::from_limits(&limits);
     let app = kartei::app::App::new(
         store,
-        Auth::hs256(SECRET.as_bytes()),
+        Auth::hs256(SECRET.as_bytes()).expect("secret"),
         limits,
         kartei::config::EdgeArgs::default(),
         binaries,

@@ -382,7 +382,8 @@ async fn every_mutation_needs_the_admin_role(engine: Engine) {
             "upsertGndEntity",
         ),
     ];
-    let wrong_secret = kartei::auth::Auth::hs256(b"another-secret-0123456789")
+    let wrong_secret = kartei::auth::Auth::hs256(b"another-secret-0123456789-0123456789")
+        .unwrap()
         .mint("x", &["admin".into()], 60)
         .unwrap();
     for (m, name) in mutations {

@@ -7,6 +7,7 @@ fn principal(sub: Option<&str>, roles: &[Role]) -> Principal {
     Principal {
         sub: sub.map(str::to_owned),
         roles: roles.iter().copied().collect(),
+        valid_until: None,
     }
 }
 
