@@ -31,6 +31,14 @@ pub enum ApiError {
     /// The client was too slow to send its request, or the request ran past its limit.
     Timeout(String),
     Unavailable,
+    /// A limit of the server was reached: `code` names it (e.g.
+    /// `RESPONSE_TOO_LARGE`, `TOO_MANY_SOCKETS`), the message says which
+    /// setting holds it and what the caller can do.
+    Limit {
+        code: &'static str,
+        status: u16,
+        message: String,
+    },
     /// The store's disk is full: writes fail until space is freed; reads go on.
     StorageFull,
     Internal,
@@ -51,7 +59,9 @@ impl ApiError {
             | ApiError::MethodNotAllowed(m)
             | ApiError::UnsupportedMediaType(m)
             | ApiError::NotAcceptable(m) => m.clone(),
-            ApiError::Conflict { message, .. } => message.clone(),
+            ApiError::Conflict { message, .. } | ApiError::Limit { message, .. } => {
+                message.clone()
+            }
             ApiError::BadCursor => {
                 "the cursor is not one this server gave out for this query".into()
             }
@@ -78,6 +88,7 @@ impl ApiError {
             ApiError::Timeout(_) => "TIMEOUT",
             ApiError::BadCursor => "BAD_CURSOR",
             ApiError::Unavailable => "UNAVAILABLE",
+            ApiError::Limit { code, .. } => code,
             ApiError::StorageFull => "STORAGE_FULL",
             ApiError::Internal => "INTERNAL",
         }
@@ -97,6 +108,7 @@ impl ApiError {
             ApiError::Timeout(_) => 408,
             ApiError::BadCursor => 400,
             ApiError::Unavailable => 503,
+            ApiError::Limit { status, .. } => *status,
             ApiError::StorageFull => 507,
             ApiError::Internal => 500,
         }
@@ -104,6 +116,15 @@ impl ApiError {
 
     pub fn bad_input(msg: impl Into<String>) -> Self {
         ApiError::BadUserInput(msg.into())
+    }
+
+    /// A limit reached: `code` names it, `message` says which setting and what to do.
+    pub fn limit(code: &'static str, status: u16, message: impl Into<String>) -> Self {
+        ApiError::Limit {
+            code,
+            status,
+            message: message.into(),
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tower::ServiceExt;
 
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectionLimits {
@@ -58,9 +59,9 @@ pub async fn serve(
             s = slots.clone().acquire_owned() => match s { Ok(s) => s, Err(_) => break },
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(error = %e, "cannot accept a connection");
@@ -81,7 +82,15 @@ pub async fn serve(
             .header_read_timeout(limits.header_timeout)
             .serve_connection(
                 TokioIo::new(stream),
-                TowerToHyperService::new(router.clone()),
+                // The peer address rides in every request's extensions (as
+                // axum's `ConnectInfo`): the limits kept per client read it.
+                TowerToHyperService::new(router.clone().map_request(
+                    move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                        req.extensions_mut()
+                            .insert(axum::extract::ConnectInfo(peer));
+                        req
+                    },
+                )),
             )
             // WebSockets (GraphQL subscriptions) take the connection over.
             .with_upgrades();
