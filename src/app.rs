@@ -15,6 +15,7 @@ use crate::assignments::service::Assignments;
 use crate::auth::Auth;
 use crate::binaries::graphql::{BinariesMutation, BinariesQuery};
 use crate::binaries::imaging::ImagingLimits;
+use crate::binaries::render_budget::RenderLimits;
 use crate::binaries::service::{Binaries, BinaryConfig};
 use crate::config::{BinaryArgs, CrawlArgs, EdgeArgs, Limits};
 use crate::crawl::fetch::{FetchLimits, FetchPolicy, Fetcher};
@@ -183,6 +184,10 @@ pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> 
         args.scale_lease >= Duration::from_secs(1),
         "--scale-lease must be at least 1s"
     );
+    anyhow::ensure!(
+        args.render_pixels_in_flight >= 1 && args.render_share_per_client >= 1,
+        "--render-pixels-in-flight and --render-share-per-client must be at least 1"
+    );
     let config = BinaryConfig {
         max_bytes: args.max_upload_bytes,
         imaging: ImagingLimits {
@@ -198,6 +203,13 @@ pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> 
             .map(|u| u.trim_end_matches('/').to_owned()),
         iiif_cache_bytes: args.iiif_cache_bytes,
         max_decode_bytes: args.max_decode_bytes,
+        render: RenderLimits {
+            pixels_in_flight: args.render_pixels_in_flight,
+            share_per_client: args.render_share_per_client,
+            queue_per_client: args.render_queue_per_client,
+            wait: args.render_wait,
+            ..RenderLimits::default()
+        },
         lease: args.scale_lease,
     };
     Ok(Binaries::new(

@@ -278,6 +278,32 @@ pub struct BinaryArgs {
     /// Bytes of computed IIIF images kept in memory.
     #[arg(long, env = "KARTEI_IIIF_CACHE_BYTES", default_value_t = 64 << 20)]
     pub iiif_cache_bytes: usize,
+    /// Pixels all uncached IIIF renders together may have in flight, each
+    /// counting its original's pixels plus its response's; a render alone
+    /// larger is refused (413).
+    #[arg(
+        long,
+        env = "KARTEI_RENDER_PIXELS_IN_FLIGHT",
+        default_value_t = 200_000_000
+    )]
+    pub render_pixels_in_flight: u64,
+    /// Pixels of uncached IIIF renders one client address may have in flight
+    /// (its first render may be larger); its further renders wait in a queue
+    /// of its own while other clients' go first.
+    #[arg(
+        long,
+        env = "KARTEI_RENDER_SHARE_PER_CLIENT",
+        default_value_t = 50_000_000
+    )]
+    pub render_share_per_client: u64,
+    /// Uncached IIIF renders one client address may have waiting; more are
+    /// refused (503 RENDER_QUEUE_FULL, Retry-After).
+    #[arg(long, env = "KARTEI_RENDER_QUEUE_PER_CLIENT", default_value_t = 16)]
+    pub render_queue_per_client: usize,
+    /// Longest an uncached IIIF render waits for its turn (e.g. 30s); then
+    /// it is refused (503 RENDER_WAIT_EXCEEDED, Retry-After).
+    #[arg(long, env = "KARTEI_RENDER_WAIT", default_value = "30s", value_parser = crate::config::parse_duration)]
+    pub render_wait: std::time::Duration,
     /// How long a worker owns an original it claimed for scaling (e.g. 90s,
     /// 5m). When a server dies mid-scale, another instance takes the work over
     /// after this; keep it above the longest scale and download.
@@ -303,6 +329,10 @@ impl Default for BinaryArgs {
             gc_grace: 600,
             public_url: None,
             iiif_cache_bytes: 64 << 20,
+            render_pixels_in_flight: 200_000_000,
+            render_share_per_client: 50_000_000,
+            render_queue_per_client: 16,
+            render_wait: std::time::Duration::from_secs(30),
             scale_lease: std::time::Duration::from_secs(300),
         }
     }

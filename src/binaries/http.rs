@@ -4,13 +4,15 @@
 //! IIIF Image API. `routes()` is merged into the server's router; handlers
 //! take the service and the caller through axum's `FromRef` and extensions.
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRef, Multipart, Path, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, FromRef, Multipart, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post, put};
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use futures::StreamExt as _;
 use serde::Deserialize;
 
@@ -79,7 +81,8 @@ where
 }
 
 /// A JSON error: `{"error": {"code", "message"}}` with the code's HTTP status,
-/// and `Retry-After` when the thing asked for is still being made.
+/// and `Retry-After` when the thing asked for is still being made, or the
+/// server has no room for it now.
 pub struct RestError {
     error: ApiError,
     retry_after: bool,
@@ -607,9 +610,12 @@ pub async fn iiif_info(
 }
 
 /// `GET /iiif/3/{ref}/{region}/{size}/{rotation}/{quality}.{format}`.
+/// A render counts against the share of the connection's peer address
+/// (requests without one, sent to the router directly, share one).
 pub async fn iiif_image(
     State(binaries): State<Binaries>,
     Path((reference, region, size, rotation, qf)): Path<(String, String, String, String, String)>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
 ) -> Response {
     use super::service::IiifFailure;
@@ -633,7 +639,10 @@ pub async fn iiif_image(
     if etag_matches(&headers, &etag) {
         return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
     }
-    match binaries.iiif_image(&o, &req, &parsed).await {
+    let client = peer.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| {
+        super::render_budget::client_of(p.0.0)
+    });
+    match binaries.iiif_image(&o, &req, &parsed, client).await {
         Ok(bytes) => vary_on_host(
             &binaries,
             (
@@ -655,6 +664,11 @@ pub async fn iiif_image(
         ),
         Err(IiifFailure::Request(e)) => iiif_error(e),
         Err(IiifFailure::Api(e)) => RestError::from(e).into_response(),
+        Err(IiifFailure::Busy(e)) => RestError {
+            error: e,
+            retry_after: true,
+        }
+        .into_response(),
     }
 }
 

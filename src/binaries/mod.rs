@@ -7,4 +7,5 @@ pub mod http;
 pub mod iiif;
 pub mod imaging;
 pub mod model;
+pub mod render_budget;
 pub mod service;

@@ -31,6 +31,7 @@ use tokio::sync::Notify;
 
 use super::imaging::{self, ImagingLimits};
 use super::model::*;
+use super::render_budget::{RenderBudget, RenderLimits};
 use crate::common::{Clock, check_id, parse_time, random_id};
 use crate::crawl::fetch::FetchPolicy;
 use crate::error::{ApiError, ApiResult};
@@ -66,6 +67,8 @@ pub struct BinaryConfig {
     pub iiif_cache_bytes: usize,
     /// Memory all decodes together may hold (see [`imaging::DecodeBudget`]).
     pub max_decode_bytes: u64,
+    /// The budget of uncached IIIF renders and each client's share of it.
+    pub render: RenderLimits,
     /// How long a worker owns an original it claimed for scaling; a claim of
     /// a process that died is taken over by another instance after this.
     pub lease: Duration,
@@ -82,6 +85,7 @@ impl Default for BinaryConfig {
             public_url: None,
             iiif_cache_bytes: 64 << 20,
             max_decode_bytes: 2 << 30,
+            render: RenderLimits::default(),
             lease: Duration::from_secs(300),
         }
     }
@@ -147,9 +151,9 @@ struct Inner {
     /// Where a URL whose body is wanted goes (the crawl frontier).
     frontier: Arc<dyn Frontier>,
     wake: Arc<Notify>,
-    /// Computed IIIF images, and how many may be computed at once.
+    /// Computed IIIF images, and the room for computing more, per client.
     render_cache: super::iiif::RenderCache,
-    render_slots: Arc<tokio::sync::Semaphore>,
+    render_budget: RenderBudget,
     /// The worker's scaling slots.
     scale_slots: Arc<tokio::sync::Semaphore>,
     /// Originals this process is working on (a pass skips them).
@@ -209,7 +213,7 @@ impl Binaries {
                 frontier,
                 wake: Arc::new(Notify::new()),
                 render_cache: super::iiif::RenderCache::new(config.iiif_cache_bytes),
-                render_slots: Arc::new(tokio::sync::Semaphore::new(2)),
+                render_budget: RenderBudget::new(config.render),
                 scale_slots: Arc::new(tokio::sync::Semaphore::new(SCALE_SLOTS)),
                 in_flight: Default::default(),
                 decode_budget: imaging::DecodeBudget::new(config.max_decode_bytes),

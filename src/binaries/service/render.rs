@@ -1,17 +1,41 @@
 //! IIIF images of stored originals: a stored derivative when one answers the
-//! request exactly, else rendered within the decode budget and cached.
+//! request exactly, else rendered within the render budget (fair per client)
+//! and the decode budget, and cached.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use super::*;
 use crate::binaries::imaging;
 use crate::binaries::model::*;
+use crate::binaries::render_budget::Refusal;
 use crate::error::ApiError;
 
 /// Why a IIIF image could not be made.
 pub enum IiifFailure {
     Request(crate::binaries::iiif::IiifError),
     Api(ApiError),
+    /// No room for the render now: the client may retry later.
+    Busy(ApiError),
+}
+
+impl From<Refusal> for IiifFailure {
+    fn from(r: Refusal) -> Self {
+        match r {
+            Refusal::TooLarge { .. } => IiifFailure::Api(r.into_api_error()),
+            Refusal::QueueFull { .. } | Refusal::WaitedTooLong { .. } => {
+                IiifFailure::Busy(r.into_api_error())
+            }
+        }
+    }
+}
+
+/// What a render is counted as in the render budget: the original's pixels,
+/// all decoded, and the response's, once rotated.
+fn render_pixels(width: u32, height: u32, response: (u32, u32)) -> u64 {
+    u64::from(width)
+        .saturating_mul(u64::from(height))
+        .saturating_add(u64::from(response.0).saturating_mul(u64::from(response.1)))
 }
 
 impl From<ApiError> for IiifFailure {
@@ -22,12 +46,14 @@ impl From<ApiError> for IiifFailure {
 
 impl Binaries {
     /// A IIIF image of an OK original: a stored derivative when it is exactly
-    /// that, else computed (from the original) and cached.
+    /// that, else computed (from the original) in `client`'s share of the
+    /// render budget, and cached.
     pub async fn iiif_image(
         &self,
         o: &Original,
         req: &crate::binaries::iiif::ImageRequest,
         key: &str,
+        client: IpAddr,
     ) -> Result<Arc<Vec<u8>>, IiifFailure> {
         use crate::binaries::iiif::{Format, Quality, Region};
         let (w, h) = (
@@ -54,26 +80,23 @@ impl Binaries {
         if let Some(hit) = self.inner.render_cache.get(&key) {
             return Ok(hit);
         }
-        // Check the request against the size before reading anything.
+        // Check the request against the size, and wait for room to render
+        // it, before reading anything.
         let (_, _, rw, rh) =
             crate::binaries::iiif::region_rect(req.region, w, h).map_err(IiifFailure::Request)?;
-        crate::binaries::iiif::scaled_size(req.size, req.rotation, rw, rh)
-            .map_err(IiifFailure::Request)?;
-        // Owned, and moved into the render: a client that hangs up drops
-        // this future but not the blocking render, which keeps its slot.
-        let slot = self
-            .inner
-            .render_slots
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| IiifFailure::Api(ApiError::Unavailable))?;
-        let bytes = self.read_all(o).await?;
-        let limits = self.inner.config.imaging;
-        let req = *req;
         let (ow, oh) = crate::binaries::iiif::scaled_size(req.size, req.rotation, rw, rh)
             .map_err(IiifFailure::Request)?;
         let (bw, bh) = crate::binaries::iiif::rotated_box(ow, oh, req.rotation.degrees);
+        // Owned, and moved into the render: a client that hangs up drops
+        // this future but not the blocking render, which keeps its room.
+        let room = self
+            .inner
+            .render_budget
+            .reserve(client, render_pixels(w, h, (bw, bh)))
+            .await?;
+        let bytes = self.read_all(o).await?;
+        let limits = self.inner.config.imaging;
+        let req = *req;
         let scratch = if (ow, oh) == (rw, rh) {
             0
         } else {
@@ -96,7 +119,7 @@ impl Binaries {
                 IiifFailure::Api(ApiError::Internal)
             })?;
             let out = crate::binaries::iiif::render(&decoded, &req).map_err(IiifFailure::Request);
-            drop((memory, slot));
+            drop((memory, room));
             out
         })
         .await
