@@ -256,3 +256,49 @@ pub fn crawl(
         config,
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use async_graphql::registry::{MetaType, Registry};
+    use async_graphql::{OutputType, SubscriptionType};
+
+    use super::*;
+
+    /// Every field that returns a list (or a connection, whose `edges` and
+    /// `nodes` are as long as its `first`) carries a weight: without one,
+    /// async-graphql counts it as a single object, and aliases of it
+    /// multiplied an answer past any bound (issue 30: `children`,
+    /// `creators`, `objectAssignments` and more had none).
+    #[test]
+    fn every_list_field_carries_a_weight() {
+        let mut registry = Registry::default();
+        <Query as OutputType>::create_type_info(&mut registry);
+        <Mutation as OutputType>::create_type_info(&mut registry);
+        <Subscription as SubscriptionType>::create_type_info(&mut registry);
+        let mut unweighted = Vec::new();
+        for (type_name, ty) in &registry.types {
+            let MetaType::Object { fields, .. } = ty else {
+                continue;
+            };
+            // A connection's own lists: its field's weight counts their items.
+            if type_name.ends_with("Connection")
+                || type_name.starts_with("__")
+                || type_name.contains("MergedObjectTail")
+            {
+                continue;
+            }
+            for (name, field) in fields {
+                let many = field.ty.contains('[')
+                    || field.ty.trim_end_matches('!').ends_with("Connection");
+                if many && field.compute_complexity.is_none() {
+                    unweighted.push(format!("{type_name}.{name}: {}", field.ty));
+                }
+            }
+        }
+        assert!(
+            unweighted.is_empty(),
+            "list fields without a weight:\n{}",
+            unweighted.join("\n")
+        );
+    }
+}

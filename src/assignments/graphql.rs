@@ -8,8 +8,14 @@ use super::model::{self, AssignmentKey, AssignmentStatus, AssignmentType};
 use super::service::{AssignmentPage, Assignments, SuggestInput, Suggester};
 use crate::auth::Principal;
 use crate::common::page_size;
+use crate::graphql::budget::Metered;
 use crate::graphql::connection::{self, Page, connection};
+use crate::graphql::cost;
 use crate::themes::graphql::{Category, Keyword, loaders};
+
+/// What the assignments of one object are weighed as (up to
+/// `MAX_PER_OBJECT` are read; the answer's size budget bounds the rest).
+const PER_OBJECT_WEIGHT: usize = 50;
 
 fn assignments<'a>(ctx: &Context<'a>) -> &'a Assignments {
     ctx.data_unchecked::<Assignments>()
@@ -19,16 +25,23 @@ fn principal<'a>(ctx: &Context<'a>) -> &'a Principal {
     ctx.data_unchecked::<Principal>()
 }
 
-async fn category(ctx: &Context<'_>, id: &str) -> Result<Option<Category>> {
+async fn category(ctx: &Context<'_>, id: &str) -> Result<Option<Metered<Category>>> {
     Ok(loaders(ctx)
         .categories
         .load_one(id.to_owned())
         .await?
-        .map(Category))
+        .map(Category::metered))
 }
 
 /// A keyword assigned to a catalogue object (by its ddb id) within a portal.
 pub struct Assignment(pub model::Assignment);
+
+impl Assignment {
+    /// As the schema returns it: counted against the answer's budget.
+    pub fn metered(a: model::Assignment) -> Metered<Assignment> {
+        Metered(Assignment(a))
+    }
+}
 
 #[Object]
 impl Assignment {
@@ -36,14 +49,14 @@ impl Assignment {
         ID(self.0.key.portal_id.clone())
     }
     /// The portal (top-level category); null if it was deleted since.
-    async fn portal(&self, ctx: &Context<'_>) -> Result<Option<Category>> {
+    async fn portal(&self, ctx: &Context<'_>) -> Result<Option<Metered<Category>>> {
         category(ctx, &self.0.key.portal_id).await
     }
     async fn child_category_id(&self) -> ID {
         ID(self.0.child_category_id.clone())
     }
     /// The category directly under the portal; null if it was deleted since.
-    async fn child_category(&self, ctx: &Context<'_>) -> Result<Option<Category>> {
+    async fn child_category(&self, ctx: &Context<'_>) -> Result<Option<Metered<Category>>> {
         category(ctx, &self.0.child_category_id).await
     }
     async fn ddb_id(&self) -> ID {
@@ -53,12 +66,12 @@ impl Assignment {
         ID(self.0.key.keyword_id.clone())
     }
     /// The keyword; null if it was deleted since.
-    async fn keyword(&self, ctx: &Context<'_>) -> Result<Option<Keyword>> {
+    async fn keyword(&self, ctx: &Context<'_>) -> Result<Option<Metered<Keyword>>> {
         Ok(loaders(ctx)
             .keywords
             .load_one(self.0.key.keyword_id.clone())
             .await?
-            .map(Keyword))
+            .map(Keyword::metered))
     }
     /// The subject of the token that made the suggestion.
     async fn creator(&self) -> &str {
@@ -84,10 +97,10 @@ impl Assignment {
     }
 }
 
-pub type AssignmentConnection = Page<Assignment>;
+pub type AssignmentConnection = Page<Metered<Assignment>>;
 
 fn assignment_page(page: AssignmentPage, after: bool) -> AssignmentConnection {
-    connection(page.map(Assignment), after)
+    connection(page.map(Assignment::metered), after)
 }
 
 /// `Keyword.assignments`, resolved here so the themes domain stays unaware of assignments.
@@ -201,7 +214,7 @@ pub struct TransitionResult {
     key: AssignmentKeyValue,
     applied: bool,
     /// The assignment after the change (null when not applied).
-    assignment: Option<Assignment>,
+    assignment: Option<Metered<Assignment>>,
     error: Option<TransitionError>,
 }
 
@@ -223,7 +236,7 @@ pub struct AssignmentsQuery;
 impl AssignmentsQuery {
     /// A portal's assignments, optionally only those with a status and/or by a
     /// creator, ordered by ddb id, keyword id and creator.
-    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn assignments(
         &self,
         ctx: &Context<'_>,
@@ -243,22 +256,23 @@ impl AssignmentsQuery {
     }
 
     /// Every assignment of one object (optionally only in one portal).
+    #[graphql(complexity = "cost::list(PER_OBJECT_WEIGHT, child_complexity)")]
     async fn object_assignments(
         &self,
         ctx: &Context<'_>,
         ddb_id: ID,
         portal_id: Option<ID>,
-    ) -> Result<Vec<Assignment>> {
+    ) -> Result<Vec<Metered<Assignment>>> {
         Ok(assignments(ctx)
             .of_object(&ddb_id, portal_id.as_ref().map(|p| p.as_str()))
             .await?
             .into_iter()
-            .map(Assignment)
+            .map(Assignment::metered)
             .collect())
     }
 
     /// The assignments of one keyword, ordered by portal, ddb id and creator.
-    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn keyword_assignments(
         &self,
         ctx: &Context<'_>,
@@ -270,18 +284,23 @@ impl AssignmentsQuery {
         keyword_assignments(ctx, &keyword_id, portal_id, first, after).await
     }
 
-    /// The creators of a portal's assignments that have `status`, sorted.
+    /// The creators of a portal's assignments that have `status`, sorted
+    /// (at most 1,000; each costs a read per bucket, so it weighs all of them).
+    #[graphql(complexity = "cost::list(super::service::MAX_CREATORS, child_complexity)")]
     async fn creators(
         &self,
         ctx: &Context<'_>,
         portal_id: ID,
         status: AssignmentStatus,
-    ) -> Result<Vec<String>> {
-        Ok(assignments(ctx).creators(&portal_id, status).await?)
+    ) -> Result<Metered<Vec<String>>> {
+        Ok(Metered(
+            assignments(ctx).creators(&portal_id, status).await?,
+        ))
     }
 
     /// The ddb ids whose assignments changed in a way the search index must see,
     /// waiting for the reindexer (which removes them with `acknowledgeRelease`).
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn release_queue(
         &self,
         ctx: &Context<'_>,
@@ -296,12 +315,17 @@ impl AssignmentsQuery {
     }
 
     /// The portal's last successful and last failed release run.
-    async fn release_runs(&self, ctx: &Context<'_>, portal_id: ID) -> Result<Vec<ReleaseRun>> {
+    #[graphql(complexity = "cost::list(2, child_complexity)")]
+    async fn release_runs(
+        &self,
+        ctx: &Context<'_>,
+        portal_id: ID,
+    ) -> Result<Vec<Metered<ReleaseRun>>> {
         Ok(assignments(ctx)
             .release_runs(&portal_id)
             .await?
             .into_iter()
-            .map(ReleaseRun::from)
+            .map(|r| Metered(ReleaseRun::from(r)))
             .collect())
     }
 }
@@ -318,7 +342,7 @@ impl AssignmentsMutation {
         &self,
         ctx: &Context<'_>,
         input: SuggestAssignmentInput,
-    ) -> Result<Assignment> {
+    ) -> Result<Metered<Assignment>> {
         let who = Suggester::of(principal(ctx))?;
         let a = assignments(ctx)
             .suggest(
@@ -332,7 +356,7 @@ impl AssignmentsMutation {
                 },
             )
             .await?;
-        Ok(Assignment(a))
+        Ok(Assignment::metered(a))
     }
 
     /// Moves one assignment from `expected` to `to`. CONFLICT (with
@@ -343,21 +367,22 @@ impl AssignmentsMutation {
         key: AssignmentKeyValue,
         expected: AssignmentStatus,
         to: AssignmentStatus,
-    ) -> Result<Assignment> {
+    ) -> Result<Metered<Assignment>> {
         let a = assignments(ctx)
             .transition(principal(ctx), &key.into(), expected, to)
             .await?;
-        Ok(Assignment(a))
+        Ok(Assignment::metered(a))
     }
 
     /// Moves many assignments; one result per key, each applied or not on its own.
+    #[graphql(complexity = "cost::per_argument_item(keys.len(), 1, child_complexity)")]
     async fn transition_assignments(
         &self,
         ctx: &Context<'_>,
         keys: Vec<AssignmentKeyValue>,
         expected: AssignmentStatus,
         to: AssignmentStatus,
-    ) -> Result<Vec<TransitionResult>> {
+    ) -> Result<Vec<Metered<TransitionResult>>> {
         let results = assignments(ctx)
             .transition_many(
                 principal(ctx),
@@ -369,12 +394,12 @@ impl AssignmentsMutation {
         Ok(results
             .into_iter()
             .map(|(key, r)| match r {
-                Ok(a) => TransitionResult {
+                Ok(a) => Metered(TransitionResult {
                     key: key.into(),
                     applied: true,
-                    assignment: Some(Assignment(a)),
+                    assignment: Some(Assignment::metered(a)),
                     error: None,
-                },
+                }),
                 Err(e) => {
                     let current_status = match &e {
                         crate::error::ApiError::Conflict { current, .. } => {
@@ -382,7 +407,7 @@ impl AssignmentsMutation {
                         }
                         _ => None,
                     };
-                    TransitionResult {
+                    Metered(TransitionResult {
                         key: key.into(),
                         applied: false,
                         assignment: None,
@@ -391,7 +416,7 @@ impl AssignmentsMutation {
                             message: e.message(),
                             current_status,
                         }),
-                    }
+                    })
                 }
             })
             .collect())

@@ -7,7 +7,13 @@ use super::service::{Binaries, CHUNK, Registered};
 use crate::auth::{Principal, Role};
 use crate::common::page_size;
 use crate::error::ApiError;
+use crate::graphql::budget::Metered;
 use crate::graphql::connection::{self, Page, connection};
+use crate::graphql::cost;
+
+/// What a binary's crawl history or log is weighed as (a log keeps up to
+/// 1,000 lines; the answer's size budget bounds a long one).
+const HISTORY_WEIGHT: usize = 20;
 
 fn binaries<'a>(ctx: &Context<'a>) -> &'a Binaries {
     ctx.data_unchecked::<Binaries>()
@@ -99,51 +105,60 @@ impl Binary {
         format!("/iiif/3/{}/info.json", self.reference.id)
     }
     /// The four stored sizes (served once the status is OK).
-    async fn derivatives(&self) -> Vec<Derivative> {
+    #[graphql(complexity = "cost::list(DERIVATIVES.len(), child_complexity)")]
+    async fn derivatives(&self) -> Vec<Metered<Derivative>> {
         DERIVATIVES
             .iter()
-            .map(|(w, h, _)| Derivative {
-                size: format!("!{w},{h}"),
-                url: format!("/binary/{}/full/!{w},{h}/default.jpg", self.reference.id),
+            .map(|(w, h, _)| {
+                Metered(Derivative {
+                    size: format!("!{w},{h}"),
+                    url: format!("/binary/{}/full/!{w},{h}/default.jpg", self.reference.id),
+                })
             })
             .collect()
     }
     /// Every step and failure, oldest first.
     /// The crawl history of its URL, oldest first (none for an upload).
+    #[graphql(complexity = "cost::list(HISTORY_WEIGHT, child_complexity)")]
     async fn crawls(
         &self,
         ctx: &Context<'_>,
-    ) -> Result<Vec<crate::crawl::graphql::CrawlLinkFetch>> {
+    ) -> Result<Vec<Metered<crate::crawl::graphql::CrawlLinkFetch>>> {
         match &self.original.url {
             Some(url) => crate::crawl::graphql::crawls_of(ctx, url).await,
             None => Ok(Vec::new()),
         }
     }
 
-    async fn logs(&self, ctx: &Context<'_>) -> Result<Vec<LogLine>> {
+    #[graphql(complexity = "cost::list(HISTORY_WEIGHT, child_complexity)")]
+    async fn logs(&self, ctx: &Context<'_>) -> Result<Vec<Metered<LogLine>>> {
         Ok(binaries(ctx)
             .logs(&self.reference.id)
             .await?
             .into_iter()
-            .map(|(t, m)| LogLine {
-                timestamp: t.split('#').next().unwrap_or_default().to_owned(),
-                message: m,
+            .map(|(t, m)| {
+                Metered(LogLine {
+                    timestamp: t.split('#').next().unwrap_or_default().to_owned(),
+                    message: m,
+                })
             })
             .collect())
     }
 }
 
-async fn load(ctx: &Context<'_>, reference_id: &str) -> Result<Option<Binary>> {
+async fn load(ctx: &Context<'_>, reference_id: &str) -> Result<Option<Metered<Binary>>> {
     Ok(binaries(ctx)
         .resolve(reference_id)
         .await?
-        .map(|(reference, original)| Binary {
-            reference,
-            original,
+        .map(|(reference, original)| {
+            Metered(Binary {
+                reference,
+                original,
+            })
         }))
 }
 
-async fn registered(ctx: &Context<'_>, r: Registered) -> Result<Binary> {
+async fn registered(ctx: &Context<'_>, r: Registered) -> Result<Metered<Binary>> {
     load(ctx, &r.reference_id)
         .await?
         .ok_or_else(|| ApiError::Unavailable.into())
@@ -155,19 +170,19 @@ pub struct BinariesQuery;
 #[Object]
 impl BinariesQuery {
     /// One binary by its reference id.
-    async fn binary(&self, ctx: &Context<'_>, reference_id: ID) -> Result<Option<Binary>> {
+    async fn binary(&self, ctx: &Context<'_>, reference_id: ID) -> Result<Option<Metered<Binary>>> {
         load(ctx, &reference_id).await
     }
 
     /// The binaries of a context, by reference id.
-    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn binaries(
         &self,
         ctx: &Context<'_>,
         context: String,
         first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Page<Binary>> {
+    ) -> Result<Page<Metered<Binary>>> {
         let first = page_size(first)?;
         let after = connection::after(after)?;
         let has_previous = after.is_some();
@@ -190,10 +205,10 @@ impl BinariesQuery {
         // Read in the page's order; a reference deleted meanwhile is left out.
         let mut found = refs.into_iter().zip(originals);
         let listed = page.filter_map(|_| match found.next()? {
-            (Some(reference), Some(original)) => Some(Binary {
+            (Some(reference), Some(original)) => Some(Metered(Binary {
                 reference,
                 original,
-            }),
+            })),
             _ => None,
         });
         Ok(connection(listed, has_previous))
@@ -214,7 +229,7 @@ impl BinariesMutation {
         url: String,
         context: String,
         mime: Option<String>,
-    ) -> Result<Binary> {
+    ) -> Result<Metered<Binary>> {
         let r = binaries(ctx)
             .register_url(caller(ctx), &url, &context, mime)
             .await?;
@@ -227,7 +242,7 @@ impl BinariesMutation {
         ctx: &Context<'_>,
         file: Upload,
         context: String,
-    ) -> Result<Binary> {
+    ) -> Result<Metered<Binary>> {
         // The role first: a caller who may not upload learns nothing about the file.
         caller(ctx).require_any(&[Role::Machine, Role::Admin])?;
         let value = file

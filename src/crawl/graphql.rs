@@ -8,7 +8,12 @@ use super::service::{Crawl, CrawlFetch};
 use crate::auth::Principal;
 use crate::common::page_size;
 use crate::error::ApiError;
+use crate::graphql::budget::Metered;
 use crate::graphql::connection::{self, Page, connection};
+use crate::graphql::cost;
+
+/// What a link's fetch history is weighed as.
+const HISTORY_WEIGHT: usize = 20;
 
 fn service<'a>(ctx: &Context<'a>) -> &'a Crawl {
     ctx.data_unchecked::<Crawl>()
@@ -118,7 +123,7 @@ impl From<CrawlFetch> for CrawlLinkFetch {
 }
 
 /// A link's history, for `Binary.crawls`.
-pub async fn crawls_of(ctx: &Context<'_>, url: &str) -> Result<Vec<CrawlLinkFetch>> {
+pub async fn crawls_of(ctx: &Context<'_>, url: &str) -> Result<Vec<Metered<CrawlLinkFetch>>> {
     let Some(crawl) = ctx.data_opt::<Crawl>() else {
         return Ok(Vec::new());
     };
@@ -126,7 +131,7 @@ pub async fn crawls_of(ctx: &Context<'_>, url: &str) -> Result<Vec<CrawlLinkFetc
         .history(url)
         .await?
         .into_iter()
-        .map(Into::into)
+        .map(|f| Metered(f.into()))
         .collect())
 }
 
@@ -136,11 +141,15 @@ pub struct CrawlQuery;
 #[Object]
 impl CrawlQuery {
     /// One crawl domain (admin, machine or editor).
-    async fn crawl_domain(&self, ctx: &Context<'_>, dom: String) -> Result<Option<CrawlDomain>> {
+    async fn crawl_domain(
+        &self,
+        ctx: &Context<'_>,
+        dom: String,
+    ) -> Result<Option<Metered<CrawlDomain>>> {
         Ok(service(ctx)
             .domain(caller(ctx), &dom)
             .await?
-            .map(CrawlDomain))
+            .map(|d| Metered(CrawlDomain(d))))
     }
 
     /// The crawl domain a URL belongs to (its registrable domain), as
@@ -149,39 +158,47 @@ impl CrawlQuery {
         &self,
         ctx: &Context<'_>,
         url: String,
-    ) -> Result<Option<CrawlDomain>> {
+    ) -> Result<Option<Metered<CrawlDomain>>> {
         let key = crate::crawl::model::LinkKey::of(&url).map_err(ApiError::BadUserInput)?;
         Ok(service(ctx)
             .domain(caller(ctx), &key.dom)
             .await?
-            .map(CrawlDomain))
+            .map(|d| Metered(CrawlDomain(d))))
     }
 
     /// The domains in one state, by name (admin, machine or editor).
-    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn crawl_domains(
         &self,
         ctx: &Context<'_>,
         state: DomainState,
         first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Page<CrawlDomain>> {
+    ) -> Result<Page<Metered<CrawlDomain>>> {
         let first = page_size(first)?;
         let after = connection::after(after)?;
         let has_previous = after.is_some();
         let page = service(ctx)
             .domains(caller(ctx), state, first, after)
             .await?;
-        Ok(connection(page.map(CrawlDomain), has_previous))
+        Ok(connection(
+            page.map(|d| Metered(CrawlDomain(d))),
+            has_previous,
+        ))
     }
 
     /// A link's fetch history, oldest first (admin, machine or editor).
-    async fn crawl_link(&self, ctx: &Context<'_>, url: String) -> Result<Vec<CrawlLinkFetch>> {
+    #[graphql(complexity = "cost::list(HISTORY_WEIGHT, child_complexity)")]
+    async fn crawl_link(
+        &self,
+        ctx: &Context<'_>,
+        url: String,
+    ) -> Result<Vec<Metered<CrawlLinkFetch>>> {
         Ok(service(ctx)
             .link(caller(ctx), &url)
             .await?
             .into_iter()
-            .map(Into::into)
+            .map(|f| Metered(f.into()))
             .collect())
     }
 }
@@ -197,12 +214,12 @@ impl CrawlMutation {
         ctx: &Context<'_>,
         dom: String,
         priority: i32,
-    ) -> Result<CrawlDomain> {
-        Ok(CrawlDomain(
+    ) -> Result<Metered<CrawlDomain>> {
+        Ok(Metered(CrawlDomain(
             service(ctx)
                 .set_priority(caller(ctx), &dom, priority)
                 .await?,
-        ))
+        )))
     }
 
     /// Excludes a domain from the crawl (admin): nothing more is fetched from
@@ -212,15 +229,17 @@ impl CrawlMutation {
         ctx: &Context<'_>,
         dom: String,
         reason: String,
-    ) -> Result<CrawlDomain> {
-        Ok(CrawlDomain(
+    ) -> Result<Metered<CrawlDomain>> {
+        Ok(Metered(CrawlDomain(
             service(ctx).exclude(caller(ctx), &dom, &reason).await?,
-        ))
+        )))
     }
 
     /// Includes an excluded domain again (admin).
-    async fn include_domain(&self, ctx: &Context<'_>, dom: String) -> Result<CrawlDomain> {
-        Ok(CrawlDomain(service(ctx).include(caller(ctx), &dom).await?))
+    async fn include_domain(&self, ctx: &Context<'_>, dom: String) -> Result<Metered<CrawlDomain>> {
+        Ok(Metered(CrawlDomain(
+            service(ctx).include(caller(ctx), &dom).await?,
+        )))
     }
 
     /// Fetches a link again as soon as its site allows (admin); a binary

@@ -26,6 +26,8 @@ use async_graphql::{
 };
 use sha2::{Digest, Sha256};
 
+use crate::graphql::budget::ResponseBudget;
+
 /// Spreads nested inside spreads beyond this are refused outright: no real
 /// query needs it, and it keeps the measuring walk's recursion shallow.
 const MAX_SPREAD_NESTING: usize = 64;
@@ -53,6 +55,8 @@ pub struct QueryBounds {
     pub query_timeout: Duration,
     /// How long a mutation may run once validated.
     pub mutation_timeout: Duration,
+    /// The largest answer of a query or mutation (`--max-response-bytes`).
+    pub max_response_bytes: usize,
 }
 
 /// Marks a request that arrived over GET: it may not run a mutation (also
@@ -97,10 +101,38 @@ impl Gate {
             Err(e) => return Response::from_errors(vec![e]),
         };
         let limit = self.deadline(ty).unwrap_or(self.bounds.query_timeout);
-        match tokio::time::timeout(limit, engine.execute(request)).await {
-            Ok(r) => r,
-            Err(_) => timed_out(limit),
+        let budget = self.response_budget();
+        let request = request.data(budget.clone());
+        self.bounded(limit, &budget, engine.execute(request)).await
+    }
+
+    /// A budget for one answer (a subscription's events go without: each
+    /// is small and its weight counted, and the stream is meant to last).
+    pub fn response_budget(&self) -> ResponseBudget {
+        ResponseBudget::new(self.bounds.max_response_bytes)
+    }
+
+    /// Runs `execution` until it answers, `limit` passes (TIMEOUT), or its
+    /// answer outgrows `budget`: then the execution is dropped at once and
+    /// the answer is one RESPONSE_TOO_LARGE error, not the part built so far.
+    pub async fn bounded(
+        &self,
+        limit: Duration,
+        budget: &ResponseBudget,
+        execution: impl std::future::Future<Output = Response>,
+    ) -> Response {
+        let response = tokio::select! {
+            r = tokio::time::timeout(limit, execution) => match r {
+                Ok(r) => r,
+                Err(_) => return timed_out(limit),
+            },
+            () = budget.exceeded() => Response::default(),
+        };
+        if budget.is_exceeded() {
+            crate::metrics::graphql_error(crate::graphql::budget::RESPONSE_TOO_LARGE);
+            return Response::from_errors(vec![budget.error()]);
         }
+        response
     }
 
     /// How long an operation of type `ty` may run; `None` for a
@@ -399,6 +431,7 @@ mod tests {
             max_query_bytes: 64 << 10,
             query_timeout: Duration::from_secs(1),
             mutation_timeout: Duration::from_secs(1),
+            max_response_bytes: 1 << 20,
         }
     }
 

@@ -4,7 +4,9 @@
 //! domains' root fields are merged into one schema in `app`.
 
 pub mod batch;
+pub mod budget;
 pub mod connection;
+pub mod cost;
 pub mod limits;
 pub mod loader;
 pub mod viewer;
@@ -44,6 +46,7 @@ pub fn gate(limits: &Limits) -> limits::Gate {
             max_query_bytes: limits.max_query_bytes,
             query_timeout: std::time::Duration::from_secs(limits.request_timeout),
             mutation_timeout: std::time::Duration::from_secs(limits.mutation_timeout),
+            max_response_bytes: limits.max_response_bytes,
         },
         limits.apq_entries,
     )

@@ -15,6 +15,7 @@ pub struct Viewer {
     /// The token's subject: the creator recorded on writes.
     pub sub: String,
     /// The token's roles (contributor, archive, machine, editor, admin), sorted.
+    #[graphql(complexity = "crate::graphql::cost::list(5, child_complexity)")]
     pub roles: Vec<String>,
 }
 

@@ -19,6 +19,7 @@ use async_graphql::futures_util::stream::BoxStream;
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use std::net::SocketAddr;
 
+use async_graphql::parser::types::OperationType;
 use async_graphql::{Data, Executor, Request, Response};
 use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
@@ -229,7 +230,11 @@ impl Executor for Live {
                 Err(e) => futures::stream::iter([Response::from_errors(vec![e])]).boxed(),
                 Ok((request, ty)) => {
                     let batches = Batches::default();
-                    let request = super::graphql::with_loaders(&app, request, &batches);
+                    let budget = app.gate.response_budget();
+                    let mut request = super::graphql::with_loaders(&app, request, &batches);
+                    if ty != OperationType::Subscription {
+                        request = request.data(budget.clone());
+                    }
                     let mut responses = batches
                         .drive(app.schema.execute_stream_with_session_data(
                             request,
@@ -246,10 +251,8 @@ impl Executor for Live {
                     };
                     async move {
                         let _place = place;
-                        match tokio::time::timeout(limit, responses.next()).await {
-                            Ok(r) => r.unwrap_or_default(),
-                            Err(_) => crate::graphql::limits::timed_out(limit),
-                        }
+                        let answer = async { responses.next().await.unwrap_or_default() };
+                        app.gate.bounded(limit, &budget, answer).await
                     }
                     .into_stream()
                     .boxed()

@@ -8,7 +8,9 @@ use super::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
 use crate::auth::Principal;
 use crate::common::page_size;
 use crate::error::ApiError;
+use crate::graphql::budget::Metered;
 use crate::graphql::connection::{self, Page, connection};
+use crate::graphql::cost;
 
 fn themes<'a>(ctx: &Context<'a>) -> &'a Themes {
     ctx.data_unchecked::<Themes>()
@@ -23,19 +25,35 @@ fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
     ctx.data_unchecked::<Principal>()
 }
 
-async fn load_categories(ctx: &Context<'_>, ids: &[String]) -> Result<Vec<Category>> {
+async fn load_categories(ctx: &Context<'_>, ids: &[String]) -> Result<Vec<Metered<Category>>> {
     let found = loaders(ctx)
         .categories
         .load_many(ids.iter().cloned())
         .await?;
     Ok(ids
         .iter()
-        .filter_map(|id| found.get(id).cloned().map(Category))
+        .filter_map(|id| found.get(id).cloned().map(Category::metered))
         .collect())
 }
 
+/// What a category's list fields are weighed as: the children, portals or
+/// categories of a keyword a vocabulary usually has (the answer's size
+/// budget bounds a vocabulary that has more).
+const CATEGORIES_WEIGHT: usize = 20;
+/// The ancestors of a category: at most the default maximum depth.
+const ANCESTORS_WEIGHT: usize = 16;
+/// The synonyms or GND links of a keyword (at most 100 are stored).
+const TEXTS_WEIGHT: usize = 10;
+
 /// A category of the vocabulary; a top-level category is a portal.
 pub struct Category(pub model::Category);
+
+impl Category {
+    /// As the schema returns it: counted against the answer's budget.
+    pub fn metered(c: model::Category) -> Metered<Category> {
+        Metered(Category(c))
+    }
+}
 
 #[Object]
 impl Category {
@@ -54,50 +72,60 @@ impl Category {
     async fn xtree_uri(&self) -> Option<&str> {
         self.0.xtree_uri.as_deref()
     }
-    async fn parent(&self, ctx: &Context<'_>) -> Result<Option<Category>> {
+    async fn parent(&self, ctx: &Context<'_>) -> Result<Option<Metered<Category>>> {
         match &self.0.parent_id {
             Some(p) => Ok(loaders(ctx)
                 .categories
                 .load_one(p.clone())
                 .await?
-                .map(Category)),
+                .map(Category::metered)),
             None => Ok(None),
         }
     }
     /// The direct children, in id order.
-    async fn children(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
-        Ok(themes(ctx)
-            .children(&self.0)
+    #[graphql(complexity = "cost::list(CATEGORIES_WEIGHT, child_complexity)")]
+    async fn children(&self, ctx: &Context<'_>) -> Result<Vec<Metered<Category>>> {
+        let listed = loaders(ctx)
+            .children
+            .load_one(self.0.id.clone())
             .await?
+            .unwrap_or_default();
+        let mut ancestors = self.0.ancestor_ids.clone();
+        ancestors.push(self.0.id.clone());
+        Ok(listed
             .into_iter()
-            .map(Category)
+            .map(|mut c| {
+                c.ancestor_ids.clone_from(&ancestors);
+                Category::metered(c)
+            })
             .collect())
     }
     /// Every category above this one, root (the portal) first, without itself.
-    async fn ancestors(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+    #[graphql(complexity = "cost::list(ANCESTORS_WEIGHT, child_complexity)")]
+    async fn ancestors(&self, ctx: &Context<'_>) -> Result<Vec<Metered<Category>>> {
         load_categories(ctx, &self.0.ancestor_ids).await
     }
     /// The top-level category this one belongs to (itself for a portal).
-    async fn portal(&self, ctx: &Context<'_>) -> Result<Category> {
+    async fn portal(&self, ctx: &Context<'_>) -> Result<Metered<Category>> {
         match self.0.ancestor_ids.first() {
-            None => Ok(Category(self.0.clone())),
+            None => Ok(Category::metered(self.0.clone())),
             Some(root) => loaders(ctx)
                 .categories
                 .load_one(root.clone())
                 .await?
-                .map(Category)
+                .map(Category::metered)
                 .ok_or_else(|| ApiError::NotFound(format!("portal {root}")).into()),
         }
     }
     /// Keywords in this category (or, with `includeDescendants`, anywhere below it), in id order.
-    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn keywords(
         &self,
         ctx: &Context<'_>,
         first: Option<i32>,
         after: Option<String>,
         #[graphql(default = false)] include_descendants: bool,
-    ) -> Result<Page<Keyword>> {
+    ) -> Result<Page<Metered<Keyword>>> {
         let first = page_size(first)?;
         let after = connection::after(after)?;
         let has_previous = after.is_some();
@@ -108,13 +136,20 @@ impl Category {
             .keywords
             .load_many(page.items.iter().map(|(_, id)| id.clone()))
             .await?;
-        let keywords = page.filter_map(|id| Some(Keyword(found.get(&id)?.clone())));
+        let keywords = page.filter_map(|id| Some(Keyword::metered(found.get(&id)?.clone())));
         Ok(connection(keywords, has_previous))
     }
 }
 
 /// A keyword (Schlagwort), linked to GND authority records.
 pub struct Keyword(pub model::Keyword);
+
+impl Keyword {
+    /// As the schema returns it: counted against the answer's budget.
+    pub fn metered(k: model::Keyword) -> Metered<Keyword> {
+        Metered(Keyword(k))
+    }
+}
 
 #[Object]
 impl Keyword {
@@ -124,6 +159,7 @@ impl Keyword {
     async fn label(&self) -> &str {
         &self.0.label
     }
+    #[graphql(complexity = "cost::list(TEXTS_WEIGHT, child_complexity)")]
     async fn synonyms(&self) -> &[String] {
         &self.0.synonyms
     }
@@ -137,16 +173,17 @@ impl Keyword {
     async fn primary_gnd_uri(&self) -> Option<&str> {
         self.0.primary_gnd_uri.as_deref()
     }
+    #[graphql(complexity = "cost::list(TEXTS_WEIGHT, child_complexity)")]
     async fn related_gnd_uris(&self) -> &[String] {
         &self.0.related_gnd_uris
     }
-    async fn gnd_entity(&self, ctx: &Context<'_>) -> Result<Option<GndEntity>> {
+    async fn gnd_entity(&self, ctx: &Context<'_>) -> Result<Option<Metered<GndEntity>>> {
         match &self.0.gnd_entity_id {
             Some(id) => Ok(loaders(ctx)
                 .gnd_entities
                 .load_one(id.clone())
                 .await?
-                .map(GndEntity)),
+                .map(|g| Metered(GndEntity(g)))),
             None => Ok(None),
         }
     }
@@ -154,16 +191,18 @@ impl Keyword {
         self.0.xtree_uri.as_deref()
     }
     /// The categories the keyword is directly in.
-    async fn categories(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+    #[graphql(complexity = "cost::list(CATEGORIES_WEIGHT, child_complexity)")]
+    async fn categories(&self, ctx: &Context<'_>) -> Result<Vec<Metered<Category>>> {
         load_categories(ctx, &self.0.category_ids).await
     }
     /// Every category above the keyword (its categories and all their ancestors).
-    async fn hierarchical_categories(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+    #[graphql(complexity = "cost::list(CATEGORIES_WEIGHT, child_complexity)")]
+    async fn hierarchical_categories(&self, ctx: &Context<'_>) -> Result<Vec<Metered<Category>>> {
         load_categories(ctx, &self.0.hierarchical_category_ids).await
     }
     /// The objects this keyword is assigned to (optionally only in one portal),
     /// ordered by portal, ddb id and creator.
-    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn assignments(
         &self,
         ctx: &Context<'_>,
@@ -198,45 +237,55 @@ pub struct ThemesQuery;
 #[Object]
 impl ThemesQuery {
     /// The top-level categories (thematic portals), in id order.
-    async fn portals(&self, ctx: &Context<'_>) -> Result<Vec<Category>> {
+    #[graphql(complexity = "cost::list(CATEGORIES_WEIGHT, child_complexity)")]
+    async fn portals(&self, ctx: &Context<'_>) -> Result<Vec<Metered<Category>>> {
         Ok(themes(ctx)
             .portals()
             .await?
             .into_iter()
-            .map(Category)
+            .map(Category::metered)
             .collect())
     }
-    async fn category(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Category>> {
-        Ok(loaders(ctx).categories.load_one(id.0).await?.map(Category))
+    async fn category(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Metered<Category>>> {
+        Ok(loaders(ctx)
+            .categories
+            .load_one(id.0)
+            .await?
+            .map(Category::metered))
     }
-    async fn keyword(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Keyword>> {
-        Ok(loaders(ctx).keywords.load_one(id.0).await?.map(Keyword))
+    async fn keyword(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Metered<Keyword>>> {
+        Ok(loaders(ctx)
+            .keywords
+            .load_one(id.0)
+            .await?
+            .map(Keyword::metered))
     }
     /// Keywords of a portal whose label or a synonym contains `text` (case and
     /// diacritics ignored), exact matches first, then prefix, word and infix matches.
-    #[graphql(complexity = "first.unwrap_or(20).max(0) as usize * child_complexity + 1")]
+    #[graphql(complexity = "cost::page(first, child_complexity)")]
     async fn search_keywords(
         &self,
         ctx: &Context<'_>,
         portal_id: ID,
         text: String,
         first: Option<i32>,
-    ) -> Result<Vec<Keyword>> {
+    ) -> Result<Vec<Metered<Keyword>>> {
         let first = page_size(first)?;
         Ok(themes(ctx)
             .search(&portal_id, &text, first)
             .await?
             .into_iter()
-            .map(Keyword)
+            .map(Keyword::metered)
             .collect())
     }
     /// All GND entity types, in id order.
-    async fn gnd_entities(&self, ctx: &Context<'_>) -> Result<Vec<GndEntity>> {
+    #[graphql(complexity = "cost::list(CATEGORIES_WEIGHT, child_complexity)")]
+    async fn gnd_entities(&self, ctx: &Context<'_>) -> Result<Vec<Metered<GndEntity>>> {
         Ok(themes(ctx)
             .gnd_entities()
             .await?
             .into_iter()
-            .map(GndEntity)
+            .map(|g| Metered(GndEntity(g)))
             .collect())
     }
 }
@@ -285,7 +334,7 @@ impl ThemesMutation {
         &self,
         ctx: &Context<'_>,
         input: UpsertCategoryInput,
-    ) -> Result<Category> {
+    ) -> Result<Metered<Category>> {
         let c = themes(ctx)
             .upsert_category(
                 caller(ctx),
@@ -298,7 +347,7 @@ impl ThemesMutation {
                 },
             )
             .await?;
-        Ok(Category(c))
+        Ok(Category::metered(c))
     }
     /// Deletes an empty category (admin); returns its id.
     async fn delete_category(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
@@ -309,7 +358,7 @@ impl ThemesMutation {
         &self,
         ctx: &Context<'_>,
         input: UpsertKeywordInput,
-    ) -> Result<Keyword> {
+    ) -> Result<Metered<Keyword>> {
         let k = themes(ctx)
             .upsert_keyword(
                 caller(ctx),
@@ -327,7 +376,7 @@ impl ThemesMutation {
                 },
             )
             .await?;
-        Ok(Keyword(k))
+        Ok(Keyword::metered(k))
     }
     /// Deletes a keyword and its index rows (admin); returns its id.
     async fn delete_keyword(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
@@ -338,7 +387,7 @@ impl ThemesMutation {
         &self,
         ctx: &Context<'_>,
         input: UpsertGndEntityInput,
-    ) -> Result<GndEntity> {
+    ) -> Result<Metered<GndEntity>> {
         let g = themes(ctx)
             .upsert_gnd_entity(
                 caller(ctx),
@@ -349,6 +398,6 @@ impl ThemesMutation {
                 },
             )
             .await?;
-        Ok(GndEntity(g))
+        Ok(Metered(GndEntity(g)))
     }
 }

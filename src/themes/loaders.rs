@@ -1,5 +1,5 @@
 //! The themes domain's loaders: every relation (a keyword's categories, its
-//! GND entity, a category's parent, an assignment's keyword) is batched into
+//! GND entity, a category's parent and children, an assignment's keyword) is batched into
 //! one multi-key read per resolver level, so a page of 50 costs the same
 //! round trips as a page of 5 (see `graphql::loader`).
 
@@ -16,6 +16,8 @@ use crate::graphql::loader::BatchLoader;
 /// The loaders of one request (their caches live as long as the request).
 pub struct ThemeLoaders {
     pub categories: BatchLoader<Category>,
+    /// The children of a category by its id (their ancestors left empty).
+    pub children: BatchLoader<Vec<Category>>,
     pub keywords: BatchLoader<Keyword>,
     pub gnd_entities: BatchLoader<GndEntity>,
 }
@@ -31,6 +33,11 @@ impl ThemeLoaders {
             async move { Ok(t.categories(&ids).await?) }.boxed()
         });
         let t = themes.clone();
+        let children = Arc::new(move |ids: Vec<String>| {
+            let t = t.clone();
+            async move { Ok(t.children_of(&ids).await?) }.boxed()
+        });
+        let t = themes.clone();
         let keywords = Arc::new(move |ids: Vec<String>| {
             let t = t.clone();
             async move { Ok(t.keywords(&ids).await?) }.boxed()
@@ -42,6 +49,7 @@ impl ThemeLoaders {
         });
         ThemeLoaders {
             categories: BatchLoader::new(categories, window, batches),
+            children: BatchLoader::new(children, window, batches),
             keywords: BatchLoader::new(keywords, window, batches),
             gnd_entities: BatchLoader::new(gnd_entities, window, batches),
         }

@@ -201,21 +201,29 @@ impl Themes {
         Ok(page.rows.iter().map(GndEntity::from_row).collect())
     }
 
-    /// The children of a category, as listed in its query table.
-    pub async fn children(&self, parent: &Category) -> ApiResult<Vec<Category>> {
-        let page = self
-            .store
-            .slice(
-                &CATEGORIES_PARENTS,
-                &Slice::partition(vec![parent.id.as_str().into()]).limit(MAX_CHILDREN),
-            )
-            .await?;
-        let mut ancestors = parent.ancestor_ids.clone();
-        ancestors.push(parent.id.clone());
-        Ok(page
-            .rows
+    /// The children of many categories (concurrent single-partition reads,
+    /// for a loader), each as listed in its parent's query table: their
+    /// `ancestor_ids` are the caller's to fill in from the parent.
+    pub async fn children_of(
+        &self,
+        parent_ids: &[String],
+    ) -> ApiResult<HashMap<String, Vec<Category>>> {
+        let slices: Vec<Slice> = parent_ids
             .iter()
-            .map(listed_category(Some((&parent.id, &ancestors))))
+            .map(|p| Slice::partition(vec![p.as_str().into()]).limit(MAX_CHILDREN))
+            .collect();
+        let pages = self.store.slice_many(&CATEGORIES_PARENTS, &slices).await?;
+        let no_ancestors = Vec::new();
+        Ok(parent_ids
+            .iter()
+            .zip(pages)
+            .map(|(p, page)| {
+                let listed = page
+                    .rows
+                    .iter()
+                    .map(listed_category(Some((p, &no_ancestors))));
+                (p.clone(), listed.collect())
+            })
             .collect())
     }
 
