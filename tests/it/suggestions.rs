@@ -10,7 +10,7 @@ use kartei::suggestions::service::{ReadOptions, Suggestions};
 use serde_json::{Value as Json, json};
 
 use crate::both_engines;
-use crate::support::{Engine, code, round_trips, server, uid};
+use crate::support::{Engine, TestServer, code, round_trips, server, uid};
 
 fn machine() -> Principal {
     Principal::local("importer", &[Role::Machine])
@@ -256,7 +256,9 @@ async fn feedback_masks_across_datasets(engine: Engine) {
     let got = masked["imageSuggestions"].as_array().unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0]["image"], "Good.jpg");
-    let all = srv.data(read, json!({"w": wiki, "all": true}), None).await;
+    let all = srv
+        .data(read, json!({"w": wiki, "all": true}), Some(&editor))
+        .await;
     let got = all["imageSuggestions"].as_array().unwrap();
     assert_eq!(got.len(), 2);
     assert_eq!(got[1]["feedback"][0]["user"], "erika");
@@ -454,6 +456,87 @@ async fn titles_and_many_pages(engine: Engine) {
     assert_eq!(fb, json!({"rows": []}));
 }
 
+/// A server, and a wiki of its own whose current dataset is `lines`.
+async fn serving(engine: Engine, lines: Vec<String>) -> (TestServer, Suggestions, String) {
+    let srv = server(engine).await;
+    let s = Suggestions::new(srv.store.clone());
+    let wiki = format!("w{}", uid());
+    assert!(run_import(&s, &wiki, lines, 0, 1).await.published);
+    (srv, s, wiki)
+}
+
+const RECORD: &str = "mutation($w: String!, $p: Int!, $f: String!, $a: Boolean!) {
+    recordSuggestionFeedback(wiki: $w, pageId: $p, filename: $f, accepted: $a) { user } }";
+
+const REVIEWED: &str = "query($w: String!, $p: Int!) {
+    imageSuggestions(wiki: $w, pageId: $p, includeReviewed: true) {
+      image feedback { user accepted rejected rejectionReasons } } }";
+
+/// Who reviewed what is shown to callers with a token (any role) only: an
+/// anonymous reader of the reviewed suggestions gets each verdict without
+/// its user, over GraphQL and over the public REST route.
+async fn reviewer_names_are_shown_to_signed_in_callers_only(engine: Engine) {
+    let (srv, _, wiki) = serving(
+        engine,
+        vec![line(7, "Good.jpg", 0.9), line(7, "Bad.jpg", 0.8)],
+    )
+    .await;
+    let editor = srv.token_as("erika@example.org", &["editor"]);
+    let vars = json!({"w": wiki, "p": 7, "f": "Bad.jpg", "a": false});
+    let recorded = srv.data(RECORD, vars, Some(&editor)).await;
+    assert_eq!(
+        recorded["recordSuggestionFeedback"]["user"],
+        "erika@example.org"
+    );
+
+    let vars = json!({"w": wiki, "p": 7});
+    let anonymous = srv.data(REVIEWED, vars.clone(), None).await;
+    assert!(!anonymous.to_string().contains("erika"), "{anonymous:#}");
+    let bad = &anonymous["imageSuggestions"][1];
+    assert_eq!(bad["image"], "Bad.jpg");
+    assert_eq!(bad["feedback"][0]["user"], Json::Null);
+    assert_eq!(
+        bad["feedback"][0]["rejected"], true,
+        "the verdict itself is public"
+    );
+    let signed_in = srv.token_as("rudi", &[]);
+    let named = srv.data(REVIEWED, vars, Some(&signed_in)).await;
+    assert_eq!(
+        named["imageSuggestions"][1]["feedback"][0]["user"],
+        "erika@example.org"
+    );
+
+    let path = format!(
+        "{}/public/image_suggestions/suggestions/{wiki}/7?include_reviewed=true",
+        srv.url
+    );
+    let rest = |token: Option<&str>| {
+        let mut r = srv.client.get(&path);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            assert_eq!(resp.status(), 200);
+            resp.json::<Json>().await.unwrap()
+        }
+    };
+    for token in [None, Some("not-a-token")] {
+        let rows = rest(token).await;
+        assert!(!rows.to_string().contains("erika"), "{token:?}: {rows:#}");
+        let bad = rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["image"] == "Bad.jpg")
+            .unwrap();
+        assert_eq!(bad["feedback"][0]["user_name"], Json::Null, "{rows:#}");
+        assert_eq!(bad["feedback"][0]["is_rejected"], true, "{rows:#}");
+    }
+    let rows = rest(Some(&signed_in)).await;
+    assert!(rows.to_string().contains("erika@example.org"), "{rows:#}");
+}
+
 /// `kartei import-suggestions` killed with SIGKILL half-way: readers keep the
 /// previous dataset; the next import purges the orphan and publishes.
 async fn a_killed_import_is_never_served(engine: Engine) {
@@ -556,6 +639,7 @@ async fn a_killed_import_is_never_served(engine: Engine) {
 }
 
 both_engines!(
+    reviewer_names_are_shown_to_signed_in_callers_only,
     publishing_switches_datasets_at_once,
     failed_imports_stay_invisible_and_leave_nothing,
     rollback_and_keep,
