@@ -6,7 +6,7 @@ use kartei::auth::{Principal, Role};
 use kartei::store::{DynStore, Slice, Store, Value};
 use kartei::suggestions::import::{ImportOptions, ImportReport, import};
 use kartei::suggestions::model::{DatasetState, SUGGESTIONS};
-use kartei::suggestions::service::{ReadOptions, Suggestions};
+use kartei::suggestions::service::{FeedbackInput, ReadOptions, Suggestions};
 use serde_json::{Value as Json, json};
 
 use crate::both_engines;
@@ -472,6 +472,17 @@ const REVIEWED: &str = "query($w: String!, $p: Int!) {
     imageSuggestions(wiki: $w, pageId: $p, includeReviewed: true) {
       image feedback { user accepted rejected rejectionReasons } } }";
 
+/// A verdict on page 7 of `wiki`.
+fn verdict(wiki: &str, filename: &str, accepted: bool, reasons: &[&str]) -> FeedbackInput {
+    FeedbackInput {
+        wiki: wiki.to_owned(),
+        page_id: 7,
+        filename: filename.to_owned(),
+        accepted,
+        rejection_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+    }
+}
+
 /// Who reviewed what is shown to callers with a token (any role) only: an
 /// anonymous reader of the reviewed suggestions gets each verdict without
 /// its user, over GraphQL and over the public REST route.
@@ -535,6 +546,88 @@ async fn reviewer_names_are_shown_to_signed_in_callers_only(engine: Engine) {
     }
     let rows = rest(Some(&signed_in)).await;
     assert!(rows.to_string().contains("erika@example.org"), "{rows:#}");
+}
+
+/// One contributor sending a thousand verdicts on an image that sorts before
+/// the one an editor rejects: one row per user and image (the contributor's
+/// last verdict replaces the others), so the editor's rejection still masks
+/// its image and is read back; a verdict on an image the page is not
+/// suggested is refused and writes nothing.
+async fn one_feedback_row_per_user_and_image_the_latest_wins(engine: Engine) {
+    use futures::{StreamExt, TryStreamExt};
+    let (srv, s, wiki) = serving(
+        engine,
+        vec![
+            line(7, "A.jpg", 0.9),
+            line(7, "B.jpg", 0.8),
+            line(7, "C.jpg", 0.7),
+        ],
+    )
+    .await;
+    let contributor = Principal::local("conny", &[Role::Contributor]);
+    let editor = Principal::local("erika", &[Role::Editor]);
+    futures::stream::iter(0..999)
+        .map(|i| s.record_feedback(&contributor, verdict(&wiki, "A.jpg", i % 2 == 0, &[])))
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    s.record_feedback(&contributor, verdict(&wiki, "A.jpg", false, &["final"]))
+        .await
+        .unwrap();
+    s.record_feedback(&editor, verdict(&wiki, "B.jpg", false, &["wrong place"]))
+        .await
+        .unwrap();
+
+    let rows = s.feedback(&wiki, 7).await.unwrap();
+    let kept: Vec<(&str, &str, bool, Vec<String>)> = rows
+        .iter()
+        .map(|f| {
+            (
+                f.filename.as_str(),
+                f.user_name.as_str(),
+                f.is_rejected,
+                f.rejection_reasons.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("A.jpg", "conny", true, vec!["final".to_owned()]),
+            ("B.jpg", "erika", true, vec!["wrong place".to_owned()]),
+        ]
+    );
+    assert_eq!(images(&s, &wiki, 7).await.len(), 1, "only C.jpg is open");
+    let reviewed = srv
+        .data(REVIEWED, json!({"w": wiki, "p": 7}), Some(&srv.admin()))
+        .await;
+    let b = &reviewed["imageSuggestions"][1];
+    assert_eq!(b["image"], "B.jpg");
+    assert_eq!(
+        b["feedback"],
+        json!([{"user": "erika", "accepted": false, "rejected": true, "rejectionReasons": ["wrong place"]}])
+    );
+
+    let made_up = s
+        .record_feedback(&contributor, verdict(&wiki, "0-Made-up.jpg", true, &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(made_up.code(), "NOT_FOUND", "{made_up:?}");
+    let again = srv
+        .gql(
+            RECORD,
+            json!({"w": wiki, "p": 8, "f": "A.jpg", "a": true}),
+            Some(&srv.token(&["contributor"])),
+        )
+        .await;
+    assert_eq!(
+        code(&again),
+        "NOT_FOUND",
+        "A.jpg is not suggested for page 8"
+    );
+    assert_eq!(s.feedback(&wiki, 7).await.unwrap().len(), 2);
+    assert!(s.feedback(&wiki, 8).await.unwrap().is_empty());
 }
 
 /// `kartei import-suggestions` killed with SIGKILL half-way: readers keep the
@@ -640,6 +733,7 @@ async fn a_killed_import_is_never_served(engine: Engine) {
 
 both_engines!(
     reviewer_names_are_shown_to_signed_in_callers_only,
+    one_feedback_row_per_user_and_image_the_latest_wins,
     publishing_switches_datasets_at_once,
     failed_imports_stay_invisible_and_leave_nothing,
     rollback_and_keep,
