@@ -40,18 +40,20 @@ async fn load_pages(
             include_reviewed,
         })
         .collect();
-    let mut found = ctx
+    let found = ctx
         .data_unchecked::<DataLoader<PageLoader>>()
         .load_many(keys.iter().cloned())
         .await?;
+    // Read, not taken: a page named twice is answered twice.
     Ok(keys
         .iter()
         .map(|k| {
             found
-                .remove(k)
-                .unwrap_or_default()
+                .get(k)
                 .into_iter()
+                .flatten()
                 .filter(|r| min_confidence.is_none_or(|m| r.suggestion.confidence >= m))
+                .cloned()
                 .collect()
         })
         .collect())

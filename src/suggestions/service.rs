@@ -476,16 +476,19 @@ impl Suggestions {
                     .filter_map(|r| r.string("item").parse().ok())
                     .filter(|p| !found.contains(p))
                     .collect();
-                let open = self
-                    .pages_of(wiki, Some(&current), &ids, ReadOptions::default())
-                    .await?;
-                for (id, s) in ids.into_iter().zip(open) {
-                    if !s.is_empty() && found.len() < count {
-                        found.push(id);
+                // `count * 4` keys (up to 200) in reads of at most MAX_PAGES.
+                for ids in ids.chunks(MAX_PAGES) {
+                    let open = self
+                        .pages_of(wiki, Some(&current), ids, ReadOptions::default())
+                        .await?;
+                    for (id, s) in ids.iter().zip(open) {
+                        if !s.is_empty() && found.len() < count {
+                            found.push(*id);
+                        }
                     }
-                }
-                if found.len() >= count {
-                    return Ok(found);
+                    if found.len() >= count {
+                        return Ok(found);
+                    }
                 }
             }
         }

@@ -630,6 +630,83 @@ async fn one_feedback_row_per_user_and_image_the_latest_wins(engine: Engine) {
     assert!(s.feedback(&wiki, 8).await.unwrap().is_empty());
 }
 
+/// `randomPagesWithSuggestions` answers every count it documents (1 to 50),
+/// also where one bucket of the dataset's keys holds more pages than one
+/// multi-page read takes; 0 and 51 are refused.
+async fn random_pages_answer_every_documented_count(engine: Engine) {
+    // Page ids in one bucket of 16: 150 keys for the walk to read there.
+    let (srv, _, wiki) = serving(
+        engine,
+        (0..150)
+            .map(|i| line(16 * i, &format!("P{i}.jpg"), 0.5))
+            .collect(),
+    )
+    .await;
+    let query = "query($w: String!, $n: Int) { randomPagesWithSuggestions(wiki: $w, count: $n) }";
+    for n in [1, 10, 25, 26, 27, 40, 49, 50] {
+        let d = srv.data(query, json!({"w": wiki, "n": n}), None).await;
+        let pages: Vec<i64> = d["randomPagesWithSuggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_i64().unwrap())
+            .collect();
+        assert_eq!(pages.len(), n as usize, "count {n}: {pages:?}");
+        let distinct: std::collections::BTreeSet<_> = pages.iter().collect();
+        assert_eq!(distinct.len(), pages.len(), "count {n}: {pages:?}");
+        assert!(
+            pages
+                .iter()
+                .all(|p| p % 16 == 0 && (0..16 * 150).contains(p)),
+            "{pages:?}"
+        );
+    }
+    for n in [0, 51, -1] {
+        let r = srv.gql(query, json!({"w": wiki, "n": n}), None).await;
+        assert_eq!(code(&r), "BAD_USER_INPUT", "count {n}");
+    }
+}
+
+/// A page named twice (or more) in `imageSuggestionsForPages`, or by two
+/// `imageSuggestions` fields of one request, is answered each time, in the
+/// order asked.
+async fn duplicate_page_ids_are_each_answered(engine: Engine) {
+    let (srv, _, wiki) = serving(
+        engine,
+        vec![line(5, "Five.jpg", 0.9), line(6, "Six.jpg", 0.9)],
+    )
+    .await;
+    let d = srv
+        .data(
+            "query($w: String!) {
+               many: imageSuggestionsForPages(wiki: $w, pageIds: [5, 6, 5, 5, 7]) { pageId suggestions { image } }
+               a: imageSuggestions(wiki: $w, pageId: 5) { image }
+               b: imageSuggestions(wiki: $w, pageId: 5) { image } }",
+            json!({"w": wiki}),
+            None,
+        )
+        .await;
+    let answered: Vec<(i64, Json)> = d["many"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["pageId"].as_i64().unwrap(), p["suggestions"].clone()))
+        .collect();
+    let five = json!([{"image": "Five.jpg"}]);
+    assert_eq!(
+        answered,
+        [
+            (5, five.clone()),
+            (6, json!([{"image": "Six.jpg"}])),
+            (5, five.clone()),
+            (5, five.clone()),
+            (7, json!([])),
+        ]
+    );
+    assert_eq!(d["a"], five);
+    assert_eq!(d["b"], five);
+}
+
 /// `kartei import-suggestions` killed with SIGKILL half-way: readers keep the
 /// previous dataset; the next import purges the orphan and publishes.
 async fn a_killed_import_is_never_served(engine: Engine) {
@@ -734,6 +811,8 @@ async fn a_killed_import_is_never_served(engine: Engine) {
 both_engines!(
     reviewer_names_are_shown_to_signed_in_callers_only,
     one_feedback_row_per_user_and_image_the_latest_wins,
+    random_pages_answer_every_documented_count,
+    duplicate_page_ids_are_each_answered,
     publishing_switches_datasets_at_once,
     failed_imports_stay_invisible_and_leave_nothing,
     rollback_and_keep,
