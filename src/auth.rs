@@ -150,6 +150,12 @@ impl Principal {
             ))
         }
     }
+
+    /// A caller with a token (any role): who may see other users' names
+    /// (reviewers, the actors of events); anonymous readers may not.
+    pub fn signed_in(&self) -> bool {
+        self.sub.is_some()
+    }
 }
 
 /// What reading a request's bearer token gave: put into the request's

@@ -14,6 +14,7 @@ use super::events::{Change, Event};
 use super::graphql::{Assignment, ReleaseRun};
 use super::model::AssignmentStatus;
 use super::service::Assignments;
+use crate::auth::Principal;
 use crate::error::ApiError;
 
 /// Streams open at once in this process, at most.
@@ -61,9 +62,10 @@ impl AssignmentEvent {
     async fn time(&self) -> String {
         rfc3339(self.0.millis())
     }
-    /// The token subject who made the change.
-    async fn actor(&self) -> Option<&str> {
-        self.0.actor.as_deref()
+    /// The token subject who made the change (null for a subscriber
+    /// without a token).
+    async fn actor(&self, ctx: &Context<'_>) -> Option<&str> {
+        shown_actor(ctx, &self.0)
     }
     async fn kind(&self) -> AssignmentEventKind {
         match self.0.change {
@@ -104,9 +106,10 @@ impl ReleaseRunEvent {
     async fn id(&self) -> &str {
         &self.0.id
     }
-    /// The token subject who ran the release.
-    async fn actor(&self) -> Option<&str> {
-        self.0.actor.as_deref()
+    /// The token subject who ran the release (null for a subscriber without
+    /// a token).
+    async fn actor(&self, ctx: &Context<'_>) -> Option<&str> {
+        shown_actor(ctx, &self.0)
     }
     async fn run(&self) -> Option<ReleaseRun> {
         match &self.0.change {
@@ -114,6 +117,16 @@ impl ReleaseRunEvent {
             _ => None,
         }
     }
+}
+
+/// An event's actor, for subscribers with a token only: subjects are
+/// users' names or e-mail addresses, not for anonymous readers. The caller is
+/// the socket's (`connection_init`), in the session's data.
+fn shown_actor<'a>(ctx: &Context<'_>, e: &'a Event) -> Option<&'a str> {
+    let signed_in = ctx
+        .data_opt::<Principal>()
+        .is_some_and(Principal::signed_in);
+    e.actor.as_deref().filter(|_| signed_in)
 }
 
 fn rfc3339(millis: i64) -> String {

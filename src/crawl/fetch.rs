@@ -309,6 +309,45 @@ pub struct Fetcher {
     pub limits: FetchLimits,
 }
 
+/// Removes `user:password@` from a URL and says whether there was any:
+/// credentials in a URL are never stored, shown nor sent (readers see every
+/// stored URL, its crawl history and its logs).
+pub fn strip_credentials(url: &mut reqwest::Url) -> bool {
+    let had = !url.username().is_empty() || url.password().is_some();
+    if had {
+        // Both only fail for a URL without a host, which `check_url` refuses.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+    }
+    had
+}
+
+/// `url` as text without its credentials.
+fn without_credentials(url: &reqwest::Url) -> String {
+    let mut url = url.clone();
+    strip_credentials(&mut url);
+    url.to_string()
+}
+
+/// Response headers never stored: they carry a site's sessions or
+/// credentials, and a link's history is public.
+const SECRET_HEADERS: &[&str] = &[
+    "set-cookie",
+    "set-cookie2",
+    "cookie",
+    "authorization",
+    "proxy-authorization",
+    "www-authenticate",
+    "proxy-authenticate",
+];
+
+/// Whether a stored `name: value` line (or a bare name) is one of
+/// [`SECRET_HEADERS`]: filtered on reading too, for rows stored before.
+pub fn is_secret_header(line: &str) -> bool {
+    let name = line.split(':').next().unwrap_or_default().trim();
+    SECRET_HEADERS.iter().any(|s| s.eq_ignore_ascii_case(name))
+}
+
 /// Checks a URL before anything is fetched: http(s), a host, and, for an IP
 /// literal, a permitted address.
 pub fn check_url(policy: &FetchPolicy, url: &str) -> Result<reqwest::Url, String> {
@@ -391,7 +430,10 @@ impl Fetcher {
     pub async fn get(&self, url: &str, validators: &Validators) -> Result<Fetched, FetchError> {
         let started = tokio::time::Instant::now();
         let deadline = started + self.limits.total_timeout;
-        let parsed = check_url(&self.policy, url).map_err(FetchError::Permanent)?;
+        let mut parsed = check_url(&self.policy, url).map_err(FetchError::Permanent)?;
+        // reqwest would send a URL's credentials as basic auth; registration
+        // strips them, and a URL stored before that never sends them either.
+        strip_credentials(&mut parsed);
         let mut headers = HeaderMap::new();
         if let Some(e) = validators.e_tag.as_deref().and_then(|v| v.parse().ok()) {
             headers.insert(IF_NONE_MATCH, e);
@@ -412,8 +454,9 @@ impl Fetcher {
         let status = response.status();
         let recorded = Response {
             status: status.as_u16(),
+            // A redirect's target comes from the site, credentials and all.
             redirected_to: (response.url() != &parsed_for_compare)
-                .then(|| response.url().to_string()),
+                .then(|| without_credentials(response.url())),
             headers: kept_headers(response.headers()),
         };
         if status == reqwest::StatusCode::NOT_MODIFIED {
@@ -494,6 +537,9 @@ fn kept_headers(map: &HeaderMap) -> Vec<String> {
     let mut out = Vec::new();
     let mut bytes = 0;
     for (name, value) in map {
+        if is_secret_header(name.as_str()) {
+            continue;
+        }
         let line = format!("{}: {}", name, String::from_utf8_lossy(value.as_bytes()));
         if out.len() >= MAX_HEADERS || bytes + line.len() > MAX_HEADER_BYTES {
             break;
@@ -504,7 +550,12 @@ fn kept_headers(map: &HeaderMap) -> Vec<String> {
     out
 }
 
-fn classify(e: reqwest::Error) -> FetchError {
+fn classify(mut e: reqwest::Error) -> FetchError {
+    // The error's text names its URL (a redirect's, credentials and all), and
+    // it is stored as the fetch's error.
+    if let Some(url) = e.url_mut() {
+        strip_credentials(url);
+    }
     // The resolver's and the redirect policy's refusals are permanent.
     let text = error_chain(&e);
     if text.contains("refused addresses") || text.contains("redirect refused") {
@@ -599,6 +650,38 @@ mod tests {
                 prefix: 128
             }
         );
+    }
+
+    #[test]
+    fn cookies_and_credentials_are_never_kept() {
+        let mut map = HeaderMap::new();
+        for (name, value) in [
+            ("set-cookie", "sid=1"),
+            ("Set-Cookie2", "sid=2"),
+            ("www-authenticate", "Basic realm=x"),
+            ("proxy-authenticate", "Basic realm=x"),
+            ("authorization", "Bearer t"),
+            ("proxy-authorization", "Basic x"),
+            ("content-type", "image/jpeg"),
+        ] {
+            map.append(
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        assert_eq!(kept_headers(&map), ["content-type: image/jpeg"]);
+        assert!(is_secret_header("Set-Cookie: a=b"));
+        assert!(!is_secret_header("x-set-cookie-note: a"));
+
+        let mut url = reqwest::Url::parse("https://user:pa%40ss@example.org/x.jpg?a=1").unwrap();
+        assert!(strip_credentials(&mut url));
+        assert_eq!(url.as_str(), "https://example.org/x.jpg?a=1");
+        let mut url = reqwest::Url::parse("https://token@example.org/").unwrap();
+        assert!(strip_credentials(&mut url));
+        assert_eq!(url.as_str(), "https://example.org/");
+        let mut url = reqwest::Url::parse("https://example.org/a@b").unwrap();
+        assert!(!strip_credentials(&mut url));
+        assert_eq!(url.as_str(), "https://example.org/a@b");
     }
 
     #[test]

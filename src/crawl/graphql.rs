@@ -101,7 +101,9 @@ pub struct CrawlLinkFetch {
     pub mime: Option<String>,
     /// The first 64 bits of the content's SHA-256, as a decimal string.
     pub fingerprint: Option<String>,
-    /// The response headers, `name: value`.
+    /// The response headers, `name: value` (for machine and admin, the
+    /// crawl's operators; empty for other callers). Cookies and credentials
+    /// (`Set-Cookie`, `Authorization`, `WWW-Authenticate`, ...) are never kept.
     pub headers: Vec<String>,
 }
 
@@ -128,7 +130,7 @@ pub async fn crawls_of(ctx: &Context<'_>, url: &str) -> Result<Vec<Metered<Crawl
         return Ok(Vec::new());
     };
     Ok(crawl
-        .history(url)
+        .history(caller(ctx), url)
         .await?
         .into_iter()
         .map(|f| Metered(f.into()))

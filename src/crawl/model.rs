@@ -297,10 +297,17 @@ pub struct LinkKey {
 impl LinkKey {
     /// The key parts of an http(s) URL.
     pub fn of(url: &str) -> Result<LinkKey, String> {
-        let parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
+        let mut parsed = url::Url::parse(url).map_err(|e| format!("not a URL: {e}"))?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err("only http and https URLs are crawled".into());
         }
+        // A link's rows are public (a binary's crawl history): never with a
+        // URL's credentials, which the key leaves out anyway.
+        let url = if crate::crawl::fetch::strip_credentials(&mut parsed) {
+            parsed.to_string()
+        } else {
+            url.to_owned()
+        };
         let (dom, subdom) = match parsed.host() {
             None => return Err("the URL has no host".into()),
             Some(url::Host::Ipv4(a)) => (a.to_string(), String::new()),
@@ -329,7 +336,7 @@ impl LinkKey {
             subdom,
             path,
             proto,
-            url: url.to_owned(),
+            url,
         })
     }
 
@@ -425,6 +432,12 @@ mod tests {
         assert_eq!((k.dom.as_str(), k.subdom.as_str()), ("example.org", ""));
         assert!(LinkKey::of("ftp://example.org/x").is_err());
         assert!(LinkKey::of("nonsense").is_err());
+        let k = LinkKey::of("https://user:pw@example.org/x.jpg").unwrap();
+        assert_eq!(k.url, "https://example.org/x.jpg", "credentials never kept");
+        assert_eq!(
+            k.bucketed(),
+            LinkKey::of("https://example.org/x.jpg").unwrap().bucketed()
+        );
     }
 
     #[test]

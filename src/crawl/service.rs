@@ -20,7 +20,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use tokio::sync::Notify;
 
-use super::fetch::{FetchError, Fetched, Fetcher, Validators};
+use super::fetch::{FetchError, Fetched, Fetcher, Validators, is_secret_header};
 use super::model::*;
 use super::robots::{RobotsCache, Rules};
 use crate::auth::{Principal, Role};
@@ -386,7 +386,12 @@ impl CrawlFetch {
             redto_url: r.text("redto_url").map(str::to_owned),
             mime: r.text("mime").map(str::to_owned),
             fnv: r.bigint("fnv"),
-            headers: r.text_list("headers"),
+            // Rows stored before such headers were dropped at the fetch.
+            headers: r
+                .text_list("headers")
+                .into_iter()
+                .filter(|h| !is_secret_header(h))
+                .collect(),
         }
     }
 }
@@ -1352,11 +1357,25 @@ impl Crawl {
     /// A link's history, oldest first (the first sighting's time is the epoch).
     pub async fn link(&self, who: &Principal, url: &str) -> ApiResult<Vec<CrawlFetch>> {
         who.require_any(&[Role::Admin, Role::Machine, Role::Editor])?;
-        self.history(url).await
+        self.history(who, url).await
     }
 
-    /// A link's history without a role check (a binary's own crawls).
-    pub async fn history(&self, url: &str) -> ApiResult<Vec<CrawlFetch>> {
+    /// A link's history for anybody (a binary's own crawls); the response
+    /// headers only for the crawl's operators, machine and admin (empty for
+    /// others, as the field is part of a public object: a reader's query
+    /// asking for it still answers).
+    pub async fn history(&self, who: &Principal, url: &str) -> ApiResult<Vec<CrawlFetch>> {
+        let mut out = self.all_history(url).await?;
+        if !who.has(Role::Machine) {
+            for f in &mut out {
+                f.headers.clear();
+            }
+        }
+        Ok(out)
+    }
+
+    /// The rows of a link's history, at most about 1,000.
+    async fn all_history(&self, url: &str) -> ApiResult<Vec<CrawlFetch>> {
         let Ok(link) = LinkKey::of(url) else {
             return Ok(Vec::new());
         };
@@ -1470,10 +1489,10 @@ impl Crawl {
             .await?
             .is_none()
         {
-            return Err(ApiError::NotFound(format!("link {url}")));
+            return Err(ApiError::NotFound(format!("link {}", link.url)));
         }
-        self.inner.binaries.retry_url(url).await?;
-        self.mark_due(url).await?;
+        self.inner.binaries.retry_url(&link.url).await?;
+        self.mark_due(&link.url).await?;
         Ok(true)
     }
 

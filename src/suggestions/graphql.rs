@@ -1,6 +1,6 @@
 //! GraphQL types and root fields of the image-suggestions domain.
 
-use async_graphql::{Context, Object, Result, SimpleObject};
+use async_graphql::{ComplexObject, Context, Object, Result, SimpleObject};
 
 use super::loaders::{PageKey, PageLoader};
 use super::model::{Dataset, DatasetState, Feedback};
@@ -40,18 +40,20 @@ async fn load_pages(
             include_reviewed,
         })
         .collect();
-    let mut found = ctx
+    let found = ctx
         .data_unchecked::<DataLoader<PageLoader>>()
         .load_many(keys.iter().cloned())
         .await?;
+    // Read, not taken: a page named twice is answered twice.
     Ok(keys
         .iter()
         .map(|k| {
             found
-                .remove(k)
-                .unwrap_or_default()
+                .get(k)
                 .into_iter()
+                .flatten()
                 .filter(|r| min_confidence.is_none_or(|m| r.suggestion.confidence >= m))
+                .cloned()
                 .collect()
         })
         .collect())
@@ -59,6 +61,7 @@ async fn load_pages(
 
 /// An editor's verdict on one image for one page.
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct SuggestionFeedback {
     wiki: String,
     page_id: i32,
@@ -68,8 +71,8 @@ pub struct SuggestionFeedback {
     /// When it was recorded (RFC 3339, from the id).
     time: Option<String>,
     origin_wiki: Option<String>,
-    /// The token subject who gave it.
-    user: String,
+    #[graphql(skip)]
+    user_name: String,
     accepted: bool,
     rejected: bool,
     rejection_reasons: Vec<String>,
@@ -84,11 +87,23 @@ impl From<Feedback> for SuggestionFeedback {
             filename: f.filename,
             id: f.id,
             origin_wiki: f.origin_wiki,
-            user: f.user_name,
+            user_name: f.user_name,
             accepted: f.is_accepted,
             rejected: f.is_rejected,
             rejection_reasons: f.rejection_reasons,
         }
+    }
+}
+
+#[ComplexObject]
+impl SuggestionFeedback {
+    /// The token subject who gave it; null for a caller without a token
+    /// (reviewers' names are shown to signed-in users only).
+    async fn user(&self, ctx: &Context<'_>) -> Option<&str> {
+        let signed_in = ctx
+            .data_opt::<Principal>()
+            .is_some_and(Principal::signed_in);
+        signed_in.then_some(self.user_name.as_str())
     }
 }
 

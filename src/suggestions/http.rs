@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::service::{ReadOptions, Suggestions};
-use crate::auth::{Caller, Role};
+use crate::auth::{Authenticated, Caller, Role};
 use crate::error::ApiError;
 
 pub fn routes<S>() -> Router<S>
@@ -55,14 +55,21 @@ pub struct SuggestionsQuery {
 }
 
 /// Public: the page's suggestions in the current dataset, masked by feedback
-/// unless `?include_reviewed=true`. An unknown wiki or page: `{"rows": []}`.
+/// unless `?include_reviewed=true` (reviewers' `user_name` only for a caller
+/// with a token, null otherwise). An unknown wiki or page: `{"rows": []}`.
 async fn suggestions(
     State(s): State<Suggestions>,
+    authenticated: Option<axum::Extension<Authenticated>>,
     Path((wiki, page)): Path<(String, String)>,
     query: Result<Query<SuggestionsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let page = page_id(&page)?;
     let Query(q) = query.map_err(|e| ApiError::bad_input(e.body_text()))?;
+    // A public route: a refused token reads as anonymous here, as no token does.
+    let signed_in = matches!(
+        authenticated.as_deref(),
+        Some(Authenticated(Ok(p))) if p.signed_in()
+    );
     let found = s
         .page(
             &wiki,
@@ -79,7 +86,13 @@ async fn suggestions(
             .map(|r| {
                 let mut v = serde_json::to_value(&r.suggestion).unwrap_or_default();
                 if q.include_reviewed {
-                    v["feedback"] = serde_json::to_value(&r.feedback).unwrap_or_default();
+                    let mut feedback = serde_json::to_value(&r.feedback).unwrap_or_default();
+                    if !signed_in {
+                        for f in feedback.as_array_mut().into_iter().flatten() {
+                            f["user_name"] = Value::Null;
+                        }
+                    }
+                    v["feedback"] = feedback;
                 }
                 v
             })

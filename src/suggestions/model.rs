@@ -30,15 +30,18 @@ pub static SUGGESTIONS: Table = Table {
     ],
 };
 
-/// Editors' feedback, independent of datasets: `((wiki, page_id), filename, id)`.
+/// Editors' feedback, independent of datasets: one verdict per user and
+/// image, `((wiki, page_id), filename, user_name)`, the latest replacing the
+/// one before (the public schema's `feedback` kept every verdict under its
+/// timeuuid, so one user's repeats could grow a page without bound).
 pub static FEEDBACK: Table = Table {
     keyspace: Keyspace::Suggestions,
-    name: "feedback",
+    name: "user_feedback",
     partition_key: &[col("wiki", Text), col("page_id", Int)],
-    clustering: &[(col("filename", Text), ASC), (col("id", Text), ASC)],
+    clustering: &[(col("filename", Text), ASC), (col("user_name", Text), ASC)],
     columns: &[
+        col("id", Text),
         col("origin_wiki", Text),
-        col("user_name", Text),
         col("is_accepted", Boolean),
         col("is_rejected", Boolean),
         col("rejection_reasons", TextList),

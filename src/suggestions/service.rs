@@ -231,19 +231,13 @@ impl Suggestions {
             return Ok(Vec::new());
         }
         let partitions = |p: i32| vec![Value::from(wiki), Value::Int(p)];
-        let feedback_slices: Vec<Slice> = page_ids
-            .iter()
-            .map(|p| Slice::partition(partitions(*p)).limit(PER_PAGE))
-            .collect();
         let current = async {
             match known {
                 Some(id) => Ok(Some(id.to_owned())),
                 None => self.current(wiki).await,
             }
         };
-        let (current, feedback) = futures::try_join!(current, async {
-            Ok::<_, ApiError>(self.store.slice_many(&FEEDBACK, &feedback_slices).await?)
-        })?;
+        let (current, feedback) = futures::try_join!(current, self.feedback_rows(wiki, page_ids))?;
         let Some(current) = current else {
             return Ok(page_ids.iter().map(|_| Vec::new()).collect());
         };
@@ -261,7 +255,7 @@ impl Suggestions {
             .zip(feedback)
             .map(|(page, fb)| {
                 let mut by_file: HashMap<String, Vec<Feedback>> = HashMap::new();
-                for f in fb.rows.iter().filter_map(Feedback::from_row) {
+                for f in fb.iter().filter_map(Feedback::from_row) {
                     by_file.entry(f.filename.clone()).or_default().push(f);
                 }
                 let mut out: Vec<Reviewed> = page
@@ -339,18 +333,41 @@ impl Suggestions {
     /// Every feedback row of a page.
     pub async fn feedback(&self, wiki: &str, page_id: i32) -> ApiResult<Vec<Feedback>> {
         check_wiki(wiki)?;
-        let page = self
-            .store
-            .slice(
-                &FEEDBACK,
-                &Slice::partition(vec![wiki.into(), Value::Int(page_id)]).limit(PER_PAGE),
-            )
-            .await?;
-        Ok(page.rows.iter().filter_map(Feedback::from_row).collect())
+        let mut pages = self.feedback_rows(wiki, &[page_id]).await?;
+        let rows = pages.pop().unwrap_or_default();
+        Ok(rows.iter().filter_map(Feedback::from_row).collect())
     }
 
-    /// Records an editor's verdict (editor or contributor): kept across datasets,
-    /// and from then on the image is not suggested for the page again.
+    /// Every feedback row of each page, in the order given: one wave of
+    /// concurrent single-partition reads, and a page with more than
+    /// [`PER_PAGE`] rows read on to its end, so that no verdict is ever left
+    /// out (a page holds one row per user and suggested image: more rows than
+    /// that take that many users).
+    async fn feedback_rows(&self, wiki: &str, page_ids: &[i32]) -> ApiResult<Vec<Vec<Row>>> {
+        let slice =
+            |p: i32| Slice::partition(vec![Value::from(wiki), Value::Int(p)]).limit(PER_PAGE);
+        let slices: Vec<Slice> = page_ids.iter().map(|p| slice(*p)).collect();
+        let first = self.store.slice_many(&FEEDBACK, &slices).await?;
+        let rest = first.into_iter().zip(page_ids).map(|(page, p)| async move {
+            let mut rows = page.rows;
+            let mut next = page.next;
+            while let Some(after) = next {
+                let more = self
+                    .store
+                    .slice(&FEEDBACK, &slice(*p).after(Some(after)))
+                    .await?;
+                rows.extend(more.rows);
+                next = more.next;
+            }
+            Ok::<_, ApiError>(rows)
+        });
+        futures::future::try_join_all(rest).await
+    }
+
+    /// Records an editor's verdict (editor or contributor) on an image the
+    /// page's current dataset suggests: kept across datasets, and from then on
+    /// the image is not suggested for the page again. A user's new verdict on
+    /// the image replaces theirs.
     pub async fn record_feedback(
         &self,
         who: &Principal,
@@ -382,8 +399,9 @@ impl Suggestions {
             .into_iter()
             .collect();
         reasons.retain(|r| !r.trim().is_empty());
-        // The suggestion's origin, when the current dataset has it.
-        let origin = self
+        // Only a suggested image: a verdict on any other file masks nothing,
+        // and rows under made-up names would grow a page without bound.
+        let Some(origin) = self
             .page(
                 &input.wiki,
                 input.page_id,
@@ -395,13 +413,19 @@ impl Suggestions {
             .await?
             .into_iter()
             .find(|r| r.suggestion.image == input.filename)
-            .map(|r| r.suggestion.origin_wiki);
+            .map(|r| r.suggestion.origin_wiki)
+        else {
+            return Err(ApiError::NotFound(format!(
+                "a suggestion of {:?} for page {} in the current dataset of {}",
+                input.filename, input.page_id, input.wiki
+            )));
+        };
         let feedback = Feedback {
             wiki: input.wiki,
             page_id: input.page_id,
             filename: input.filename,
             id: time_uuid(self.clock.now()),
-            origin_wiki: origin,
+            origin_wiki: Some(origin),
             user_name: user,
             is_accepted: input.accepted,
             is_rejected: !input.accepted,
@@ -452,16 +476,19 @@ impl Suggestions {
                     .filter_map(|r| r.string("item").parse().ok())
                     .filter(|p| !found.contains(p))
                     .collect();
-                let open = self
-                    .pages_of(wiki, Some(&current), &ids, ReadOptions::default())
-                    .await?;
-                for (id, s) in ids.into_iter().zip(open) {
-                    if !s.is_empty() && found.len() < count {
-                        found.push(id);
+                // `count * 4` keys (up to 200) in reads of at most MAX_PAGES.
+                for ids in ids.chunks(MAX_PAGES) {
+                    let open = self
+                        .pages_of(wiki, Some(&current), ids, ReadOptions::default())
+                        .await?;
+                    for (id, s) in ids.iter().zip(open) {
+                        if !s.is_empty() && found.len() < count {
+                            found.push(*id);
+                        }
                     }
-                }
-                if found.len() >= count {
-                    return Ok(found);
+                    if found.len() >= count {
+                        return Ok(found);
+                    }
                 }
             }
         }

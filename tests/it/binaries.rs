@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect};
 use axum::routing::get as route_get;
@@ -50,6 +50,8 @@ struct Origin {
     base: String,
     hits: Arc<AtomicUsize>,
     version: Arc<AtomicUsize>,
+    /// The `Authorization` headers `/private.jpg` was sent.
+    authorizations: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 #[derive(Clone)]
@@ -58,8 +60,15 @@ struct OriginState {
     /// Which version `/changing.jpg` serves (its ETag is `"v<n>"`).
     version: Arc<AtomicUsize>,
     landscape: Arc<Vec<u8>>,
+    /// This origin's own image (no other test's content is folded into it).
+    private: Arc<Vec<u8>>,
+    authorizations: Arc<std::sync::Mutex<Vec<String>>>,
+    ip: String,
     port: u16,
 }
+
+/// The password in the URLs of the credential tests.
+const URL_PASSWORD: &str = "hunter2-in-the-url";
 
 async fn origin() -> Origin {
     let ip = crate::support::origin_ip();
@@ -67,14 +76,19 @@ async fn origin() -> Origin {
         .await
         .unwrap();
     let port = listener.local_addr().unwrap().port();
+    let salt = u32::from_str_radix(&uid()[..6], 16).unwrap();
     let state = OriginState {
         hits: Arc::new(AtomicUsize::new(0)),
         version: Arc::new(AtomicUsize::new(1)),
         landscape: Arc::new(jpeg(1600, 1200)),
+        private: Arc::new(jpeg(64 + salt % 1000, 48 + (salt / 1000) % 200)),
+        authorizations: Arc::default(),
+        ip: ip.clone(),
         port,
     };
     let hits = state.hits.clone();
     let version = state.version.clone();
+    let authorizations = state.authorizations.clone();
     let app = axum::Router::new()
         .route(
             "/changing.jpg",
@@ -150,12 +164,53 @@ async fn origin() -> Origin {
             "/to-landscape",
             route_get(|| async { Redirect::temporary("/landscape.jpg") }),
         )
+        .route(
+            "/private.jpg",
+            route_get(
+                |State(s): State<OriginState>, headers: axum::http::HeaderMap| async move {
+                    if let Some(a) = headers.get(header::AUTHORIZATION) {
+                        let a = String::from_utf8_lossy(a.as_bytes()).into_owned();
+                        s.authorizations.lock().unwrap().push(a);
+                    }
+                    (
+                        [
+                            (header::CONTENT_TYPE, "image/jpeg"),
+                            (header::SET_COOKIE, "session=s3cr3t-cookie; HttpOnly"),
+                            (
+                                header::HeaderName::from_static("set-cookie2"),
+                                "old=s3cr3t-cookie",
+                            ),
+                            (header::WWW_AUTHENTICATE, "Basic realm=\"s3cr3t-realm\""),
+                            (header::PROXY_AUTHENTICATE, "Basic realm=\"s3cr3t-realm\""),
+                            (header::AUTHORIZATION, "Bearer s3cr3t-token"),
+                            (
+                                header::HeaderName::from_static("x-served-by"),
+                                "kartei-test",
+                            ),
+                        ],
+                        s.private.to_vec(),
+                    )
+                },
+            ),
+        )
+        .route(
+            "/to-credentials/{target}",
+            route_get(
+                |State(s): State<OriginState>, Path(target): Path<String>| async move {
+                    Redirect::temporary(&format!(
+                        "http://someone:{URL_PASSWORD}@{}:{}/{target}",
+                        s.ip, s.port
+                    ))
+                },
+            ),
+        )
         .with_state(state);
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     Origin {
         base: format!("http://{ip}:{port}"),
         hits,
         version,
+        authorizations,
     }
 }
 
@@ -1123,6 +1178,229 @@ async fn a_context_s_logs_come_in_one_array_across_pages(engine: Engine) {
     assert_eq!(none, json!([]));
 }
 
+const CRAWLS: &str = "query($r: ID!) { binary(referenceId: $r) {
+    url error logs { message } crawls { url status redirectedTo error headers } } }";
+
+/// A binary with its crawl history as `token` sees it, once a fetch of its
+/// URL is recorded (the history row follows the binary's status).
+async fn crawled(srv: &TestServer, reference: &str, token: Option<&str>) -> Value {
+    let d = srv
+        .data_until(CRAWLS, json!({"r": reference}), token, |d| {
+            d["binary"]["crawls"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|f| !f["status"].is_null() || !f["error"].is_null())
+            })
+        })
+        .await;
+    d["binary"].clone()
+}
+
+/// A link's history through `crawlLink`, as `token` sees it.
+async fn crawl_link(srv: &TestServer, url: &str, token: &str) -> Value {
+    srv.data(
+        "query($u: String!) { crawlLink(url: $u) { url status redirectedTo error headers } }",
+        json!({"u": url}),
+        Some(token),
+    )
+    .await["crawlLink"]
+        .clone()
+}
+
+/// The stored history rows of a link (the `links` table), read directly.
+async fn link_rows(srv: &TestServer, url: &str) -> Vec<kartei::store::Row> {
+    use kartei::store::{Slice, Store};
+    let key = kartei::crawl::model::LinkKey::of(url).unwrap();
+    srv.store
+        .slice(
+            &kartei::crawl::model::LINKS,
+            &Slice::partition(vec![key.dom.as_str().into(), key.bucket().into()]).prefix(vec![
+                key.subdom.as_str().into(),
+                key.path.as_str().into(),
+                key.proto.as_str().into(),
+            ]),
+        )
+        .await
+        .unwrap()
+        .rows
+}
+
+/// A site answers with cookies, an authentication challenge and an
+/// `Authorization` header: none of them is stored, and the headers that are
+/// kept are shown to the crawl's operators (machine, admin) only; everybody
+/// else gets an empty list.
+async fn fetched_headers_keep_no_cookies_or_credentials_and_only_operators_see_them(
+    engine: Engine,
+) {
+    let srv = server(engine).await;
+    let o = origin().await;
+    let url = format!("{}/private.jpg", o.base);
+    let (status, r) = register(&srv, &url, &format!("ctx-{}", uid())).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{r}");
+    let reference = r["referenceId"].as_str().unwrap().to_owned();
+    assert_eq!(settled(&srv, &reference).await["status"], "OK");
+
+    let machine = srv.token(&["machine"]);
+    let seen = crawled(&srv, &reference, Some(&machine)).await;
+    let fetch = seen["crawls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["status"] == 200)
+        .cloned()
+        .unwrap_or_else(|| panic!("no fetch recorded: {seen:#}"));
+    let headers = fetch["headers"].to_string();
+    assert!(headers.contains("x-served-by: kartei-test"), "{headers}");
+    assert!(headers.contains("content-type: image/jpeg"), "{headers}");
+    assert!(!seen.to_string().contains("s3cr3t"), "{seen:#}");
+    for name in [
+        "set-cookie",
+        "www-authenticate",
+        "proxy-authenticate",
+        "authorization",
+    ] {
+        assert!(
+            !headers.to_ascii_lowercase().contains(name),
+            "{name}: {headers}"
+        );
+    }
+    let as_admin = crawl_link(&srv, &url, &srv.admin()).await;
+    assert!(as_admin.to_string().contains("x-served-by"), "{as_admin:#}");
+    assert!(!as_admin.to_string().contains("s3cr3t"), "{as_admin:#}");
+
+    // Readers, contributors and editors: the same history, without headers.
+    let contributor = srv.token(&["contributor"]);
+    let editor = srv.token(&["editor"]);
+    for token in [None, Some(contributor.as_str()), Some(editor.as_str())] {
+        let b = crawled(&srv, &reference, token).await;
+        let crawls = b["crawls"].as_array().unwrap();
+        assert!(
+            crawls.iter().any(|f| f["status"] == 200),
+            "{token:?}: {b:#}"
+        );
+        assert!(
+            crawls.iter().all(|f| f["headers"] == json!([])),
+            "{token:?}: {b:#}"
+        );
+    }
+    let as_editor = crawl_link(&srv, &url, &editor).await;
+    assert!(
+        as_editor
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["headers"] == json!([])),
+        "{as_editor:#}"
+    );
+
+    // Never stored: the history rows themselves hold none of them.
+    let rows = link_rows(&srv, &url).await;
+    let stored: Vec<String> = rows.iter().flat_map(|r| r.text_list("headers")).collect();
+    assert!(
+        stored.iter().any(|h| h.starts_with("x-served-by")),
+        "{stored:?}"
+    );
+    assert!(stored.iter().all(|h| !h.contains("s3cr3t")), "{stored:?}");
+}
+
+/// A URL registered with `user:password@`: registered, fetched and shown
+/// without them (the same original as the plain URL), never sent to the
+/// site; a redirect to a URL with credentials, and a failed fetch whose
+/// error names such a URL, keep them out of every answer and every row too.
+async fn credentials_in_a_url_are_never_stored_shown_nor_sent(engine: Engine) {
+    let srv = server(engine).await;
+    let o = origin().await;
+    let context = format!("ctx-{}", uid());
+    let plain = format!("{}/private.jpg", o.base);
+    let with = plain.replacen("http://", &format!("http://someone:{URL_PASSWORD}@"), 1);
+    let (status, r) = register(&srv, &with, &context).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{r}");
+    assert!(!r.to_string().contains(URL_PASSWORD), "{r}");
+    let reference = r["referenceId"].as_str().unwrap().to_owned();
+    let b = settled(&srv, &reference).await;
+    assert_eq!(b["status"], "OK", "fetched without them: {b:#}");
+    assert_eq!(b["url"], plain.as_str());
+    assert!(
+        b["logs"].to_string().contains("credentials"),
+        "the logs say they were dropped: {b:#}"
+    );
+    let (_, again) = register(&srv, &plain, &context).await;
+    assert_eq!(
+        again["originalId"], r["originalId"],
+        "one URL, one original"
+    );
+
+    let redirect = format!("{}/to-credentials/private.jpg", o.base);
+    let (_, redirected) = register(&srv, &redirect, &context).await;
+    let redirected = redirected["referenceId"].as_str().unwrap().to_owned();
+    assert_eq!(settled(&srv, &redirected).await["status"], "OK");
+    // On to a private address from there: the refusal's error names the URL
+    // it was at, credentials and all.
+    let dead = format!("{}/to-credentials/to-private", o.base);
+    let (_, failed) = register(&srv, &dead, &context).await;
+    let failed = failed["referenceId"].as_str().unwrap().to_owned();
+    let f = settled(&srv, &failed).await;
+    assert_eq!(f["status"], "ERROR", "{f:#}");
+
+    let admin = srv.admin();
+    let mut seen = Vec::new();
+    for r in [&reference, &redirected, &failed] {
+        seen.push(crawled(&srv, r, None).await);
+        seen.push(crawled(&srv, r, Some(&admin)).await);
+    }
+    let to_credentials = crawl_link(&srv, &redirect, &admin).await;
+    assert!(
+        to_credentials
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["redirectedTo"]
+                .as_str()
+                .is_some_and(|u| u.ends_with("/private.jpg"))),
+        "the redirect is recorded: {to_credentials:#}"
+    );
+    seen.push(to_credentials);
+    let to_dead = crawl_link(&srv, &dead, &admin).await;
+    assert!(
+        to_dead.to_string().contains("/to-private"),
+        "the error names the URL: {to_dead:#}"
+    );
+    seen.push(to_dead);
+    seen.push(crawl_link(&srv, &plain, &admin).await);
+    let logs: Value = get(&srv, &format!("/binary/logs/{context}"), &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    seen.push(logs);
+    for answer in &seen {
+        assert!(!answer.to_string().contains(URL_PASSWORD), "{answer:#}");
+    }
+    for url in [&plain, &redirect, &dead] {
+        let rows = link_rows(&srv, url).await;
+        assert!(!rows.is_empty(), "{url}");
+        for row in rows {
+            assert!(!format!("{row:?}").contains(URL_PASSWORD), "{row:?}");
+        }
+    }
+    // The URL is mapped to its original without them, never with them.
+    let mapped = |url: &str| {
+        use kartei::store::Store;
+        let key = [url.into()];
+        let store = srv.store.clone();
+        async move {
+            let row = store.get(&kartei::binaries::model::URLS, &key).await;
+            row.unwrap().is_some()
+        }
+    };
+    assert!(!mapped(&with).await);
+    assert!(mapped(&plain).await);
+    assert!(
+        o.authorizations.lock().unwrap().is_empty(),
+        "credentials were sent: {:?}",
+        o.authorizations.lock().unwrap()
+    );
+}
+
 /// The one original row of a store of its own, if any.
 async fn originals_in(store: &kartei::store::DynStore) -> Vec<kartei::store::Row> {
     store
@@ -1236,6 +1514,8 @@ async fn a_slow_upload_renews_its_lease_and_a_stalled_one_leaves_nothing(engine:
 }
 
 both_engines!(
+    fetched_headers_keep_no_cookies_or_credentials_and_only_operators_see_them,
+    credentials_in_a_url_are_never_stored_shown_nor_sent,
     rechecking_revalidates_and_rederives_changed_content,
     the_iiif_image_api_answers_level_2_requests,
     one_client_s_flood_of_render_variants_never_delays_another_client,

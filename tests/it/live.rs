@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::assignments::{SUGGEST, TRANSITION, key, suggestion, vocabulary};
+use crate::assignments::{SUGGEST, TRANSITION, Vocabulary, key, suggestion, vocabulary};
 use crate::both_engines;
 use crate::support::*;
 
@@ -121,8 +121,10 @@ async fn a_change_on_one_instance_reaches_a_subscriber_of_another(engine: Engine
     let srv = server(engine).await;
     let v = vocabulary(&srv.store).await;
     let other = second_instance(&srv).await;
-    let (mut ws, acked) = connect(&other.url, None).await;
-    assert!(acked, "an anonymous reader may subscribe");
+    // A token (no role needed) to be told who made each change.
+    let reader = srv.token_as("rita", &[]);
+    let (mut ws, acked) = connect(&other.url, Some(&reader)).await;
+    assert!(acked);
     subscribe(&mut ws, "1", CHANGES, json!({"p": v.p})).await;
     // The subscription is registered once the server has read the request;
     // a change made before would not be missed either way (see `after`).
@@ -198,12 +200,34 @@ async fn a_change_on_one_instance_reaches_a_subscriber_of_another(engine: Engine
     );
 }
 
+/// Contributor `creator` suggests a keyword for obj-1; `editor` (a token)
+/// accepts it and runs the portal's release.
+async fn suggest_accept_release(srv: &TestServer, v: &Vocabulary, creator: &str, editor: &str) {
+    srv.data(
+        SUGGEST,
+        suggestion(&v.p, "obj-1", &v.k1, &v.c1),
+        Some(&srv.token_as(creator, &["contributor"])),
+    )
+    .await;
+    srv.data(
+        TRANSITION,
+        json!({"k": key(&v.p, "obj-1", &v.k1, creator), "e": "SUGGESTED", "t": "ACCEPTED"}),
+        Some(editor),
+    )
+    .await;
+    srv.data(
+        "mutation($p: ID!) { runRelease(portalId: $p) { published } }",
+        json!({"p": v.p}),
+        Some(editor),
+    )
+    .await;
+}
+
 /// With a status, only changes into or out of it are sent; release runs
 /// reach `releaseRunFinished` with their outcome.
 async fn status_filters_and_release_runs(engine: Engine) {
     let srv = server(engine).await;
     let v = vocabulary(&srv.store).await;
-    let contributor = srv.token_as("clara", &["contributor"]);
     let editor = srv.token_as("eddie", &["editor"]);
     let (mut ws, acked) = connect(&srv.url, Some(&editor)).await;
     assert!(acked);
@@ -216,24 +240,7 @@ async fn status_filters_and_release_runs(engine: Engine) {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    srv.data(
-        SUGGEST,
-        suggestion(&v.p, "obj-1", &v.k1, &v.c1),
-        Some(&contributor),
-    )
-    .await;
-    srv.data(
-        TRANSITION,
-        json!({"k": key(&v.p, "obj-1", &v.k1, "clara"), "e": "SUGGESTED", "t": "ACCEPTED"}),
-        Some(&editor),
-    )
-    .await;
-    srv.data(
-        "mutation($p: ID!) { runRelease(portalId: $p) { published } }",
-        json!({"p": v.p}),
-        Some(&editor),
-    )
-    .await;
+    suggest_accept_release(&srv, &v, "clara", &editor).await;
     // The creation (SUGGESTED) is not sent; the acceptance is; the release
     // moves it out of ACCEPTED (no per-row events for a run), then its end.
     // Two subscriptions of one socket are not ordered between each other.
@@ -380,7 +387,65 @@ async fn hostile_websocket_clients_are_cut_off(engine: Engine) {
     let _again = open_when_free(&srv.url).await;
 }
 
+/// Who made a change (a token's subject: a user's name or e-mail address)
+/// is sent to subscribers with a token only; an anonymous subscriber gets the
+/// same events with `actor: null`, for assignment changes and release runs.
+async fn event_actors_are_shown_to_subscribers_with_a_token(engine: Engine) {
+    let srv = server(engine).await;
+    let v = vocabulary(&srv.store).await;
+    let editor = srv.token_as("eddie@example.org", &["editor"]);
+    let reader = srv.token_as("rita", &[]);
+    let runs = "subscription($p: ID!) { releaseRunFinished(portalId: $p) { actor run { successful published } } }";
+    let mut sockets = Vec::new();
+    for token in [None, Some(reader.as_str())] {
+        let (mut ws, acked) = connect(&srv.url, token).await;
+        assert!(acked, "{token:?}");
+        subscribe(&mut ws, "c", CHANGES, json!({"p": v.p})).await;
+        subscribe(&mut ws, "r", runs, json!({"p": v.p})).await;
+        sockets.push((ws, token.is_some()));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    suggest_accept_release(&srv, &v, "clara@example.org", &editor).await;
+    for (ws, signed_in) in &mut sockets {
+        // Two changes (the release sends no per-row events) and one run, the
+        // two subscriptions not ordered between each other.
+        let (mut changes, mut runs) = (Vec::new(), Vec::new());
+        while changes.len() < 2 || runs.is_empty() {
+            let m = next_message(ws).await.expect("an event");
+            assert_eq!(m["type"], "next", "{m:#}");
+            assert!(m["payload"].get("errors").is_none(), "{m:#}");
+            match m["id"].as_str() {
+                Some("c") => changes.push(m["payload"]["data"]["assignmentChanged"].clone()),
+                _ => runs.push(m["payload"]["data"]["releaseRunFinished"].clone()),
+            }
+        }
+        assert_eq!(changes[0]["assignment"]["status"], "SUGGESTED");
+        assert_eq!(changes[1]["assignment"]["status"], "ACCEPTED");
+        assert_eq!(runs[0]["run"]["successful"], true);
+        let actors = [
+            &changes[0]["actor"],
+            &changes[1]["actor"],
+            &runs[0]["actor"],
+        ];
+        if *signed_in {
+            assert_eq!(
+                actors,
+                [
+                    &json!("clara@example.org"),
+                    &json!("eddie@example.org"),
+                    &json!("eddie@example.org")
+                ]
+            );
+        } else {
+            assert_eq!(actors, [&Value::Null, &Value::Null, &Value::Null]);
+            let all = format!("{changes:?}{runs:?}");
+            assert!(!all.contains("example.org"), "{all}");
+        }
+    }
+}
+
 both_engines!(
+    event_actors_are_shown_to_subscribers_with_a_token,
     a_change_on_one_instance_reaches_a_subscriber_of_another,
     hostile_websocket_clients_are_cut_off,
     status_filters_and_release_runs,

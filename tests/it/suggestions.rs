@@ -6,11 +6,11 @@ use kartei::auth::{Principal, Role};
 use kartei::store::{DynStore, Slice, Store, Value};
 use kartei::suggestions::import::{ImportOptions, ImportReport, import};
 use kartei::suggestions::model::{DatasetState, SUGGESTIONS};
-use kartei::suggestions::service::{ReadOptions, Suggestions};
+use kartei::suggestions::service::{FeedbackInput, ReadOptions, Suggestions};
 use serde_json::{Value as Json, json};
 
 use crate::both_engines;
-use crate::support::{Engine, code, round_trips, server, uid};
+use crate::support::{Engine, TestServer, code, round_trips, server, uid};
 
 fn machine() -> Principal {
     Principal::local("importer", &[Role::Machine])
@@ -256,7 +256,9 @@ async fn feedback_masks_across_datasets(engine: Engine) {
     let got = masked["imageSuggestions"].as_array().unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0]["image"], "Good.jpg");
-    let all = srv.data(read, json!({"w": wiki, "all": true}), None).await;
+    let all = srv
+        .data(read, json!({"w": wiki, "all": true}), Some(&editor))
+        .await;
     let got = all["imageSuggestions"].as_array().unwrap();
     assert_eq!(got.len(), 2);
     assert_eq!(got[1]["feedback"][0]["user"], "erika");
@@ -454,6 +456,257 @@ async fn titles_and_many_pages(engine: Engine) {
     assert_eq!(fb, json!({"rows": []}));
 }
 
+/// A server, and a wiki of its own whose current dataset is `lines`.
+async fn serving(engine: Engine, lines: Vec<String>) -> (TestServer, Suggestions, String) {
+    let srv = server(engine).await;
+    let s = Suggestions::new(srv.store.clone());
+    let wiki = format!("w{}", uid());
+    assert!(run_import(&s, &wiki, lines, 0, 1).await.published);
+    (srv, s, wiki)
+}
+
+const RECORD: &str = "mutation($w: String!, $p: Int!, $f: String!, $a: Boolean!) {
+    recordSuggestionFeedback(wiki: $w, pageId: $p, filename: $f, accepted: $a) { user } }";
+
+const REVIEWED: &str = "query($w: String!, $p: Int!) {
+    imageSuggestions(wiki: $w, pageId: $p, includeReviewed: true) {
+      image feedback { user accepted rejected rejectionReasons } } }";
+
+/// A verdict on page 7 of `wiki`.
+fn verdict(wiki: &str, filename: &str, accepted: bool, reasons: &[&str]) -> FeedbackInput {
+    FeedbackInput {
+        wiki: wiki.to_owned(),
+        page_id: 7,
+        filename: filename.to_owned(),
+        accepted,
+        rejection_reasons: reasons.iter().map(|r| r.to_string()).collect(),
+    }
+}
+
+/// Who reviewed what is shown to callers with a token (any role) only: an
+/// anonymous reader of the reviewed suggestions gets each verdict without
+/// its user, over GraphQL and over the public REST route.
+async fn reviewer_names_are_shown_to_signed_in_callers_only(engine: Engine) {
+    let (srv, _, wiki) = serving(
+        engine,
+        vec![line(7, "Good.jpg", 0.9), line(7, "Bad.jpg", 0.8)],
+    )
+    .await;
+    let editor = srv.token_as("erika@example.org", &["editor"]);
+    let vars = json!({"w": wiki, "p": 7, "f": "Bad.jpg", "a": false});
+    let recorded = srv.data(RECORD, vars, Some(&editor)).await;
+    assert_eq!(
+        recorded["recordSuggestionFeedback"]["user"],
+        "erika@example.org"
+    );
+
+    let vars = json!({"w": wiki, "p": 7});
+    let anonymous = srv.data(REVIEWED, vars.clone(), None).await;
+    assert!(!anonymous.to_string().contains("erika"), "{anonymous:#}");
+    let bad = &anonymous["imageSuggestions"][1];
+    assert_eq!(bad["image"], "Bad.jpg");
+    assert_eq!(bad["feedback"][0]["user"], Json::Null);
+    assert_eq!(
+        bad["feedback"][0]["rejected"], true,
+        "the verdict itself is public"
+    );
+    let signed_in = srv.token_as("rudi", &[]);
+    let named = srv.data(REVIEWED, vars, Some(&signed_in)).await;
+    assert_eq!(
+        named["imageSuggestions"][1]["feedback"][0]["user"],
+        "erika@example.org"
+    );
+
+    let path = format!(
+        "{}/public/image_suggestions/suggestions/{wiki}/7?include_reviewed=true",
+        srv.url
+    );
+    let rest = |token: Option<&str>| {
+        let mut r = srv.client.get(&path);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            assert_eq!(resp.status(), 200);
+            resp.json::<Json>().await.unwrap()
+        }
+    };
+    for token in [None, Some("not-a-token")] {
+        let rows = rest(token).await;
+        assert!(!rows.to_string().contains("erika"), "{token:?}: {rows:#}");
+        let bad = rows["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["image"] == "Bad.jpg")
+            .unwrap();
+        assert_eq!(bad["feedback"][0]["user_name"], Json::Null, "{rows:#}");
+        assert_eq!(bad["feedback"][0]["is_rejected"], true, "{rows:#}");
+    }
+    let rows = rest(Some(&signed_in)).await;
+    assert!(rows.to_string().contains("erika@example.org"), "{rows:#}");
+}
+
+/// One contributor sending a thousand verdicts on an image that sorts before
+/// the one an editor rejects: one row per user and image (the contributor's
+/// last verdict replaces the others), so the editor's rejection still masks
+/// its image and is read back; a verdict on an image the page is not
+/// suggested is refused and writes nothing.
+async fn one_feedback_row_per_user_and_image_the_latest_wins(engine: Engine) {
+    use futures::{StreamExt, TryStreamExt};
+    let (srv, s, wiki) = serving(
+        engine,
+        vec![
+            line(7, "A.jpg", 0.9),
+            line(7, "B.jpg", 0.8),
+            line(7, "C.jpg", 0.7),
+        ],
+    )
+    .await;
+    let contributor = Principal::local("conny", &[Role::Contributor]);
+    let editor = Principal::local("erika", &[Role::Editor]);
+    futures::stream::iter(0..999)
+        .map(|i| s.record_feedback(&contributor, verdict(&wiki, "A.jpg", i % 2 == 0, &[])))
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    s.record_feedback(&contributor, verdict(&wiki, "A.jpg", false, &["final"]))
+        .await
+        .unwrap();
+    s.record_feedback(&editor, verdict(&wiki, "B.jpg", false, &["wrong place"]))
+        .await
+        .unwrap();
+
+    let rows = s.feedback(&wiki, 7).await.unwrap();
+    let kept: Vec<(&str, &str, bool, Vec<String>)> = rows
+        .iter()
+        .map(|f| {
+            (
+                f.filename.as_str(),
+                f.user_name.as_str(),
+                f.is_rejected,
+                f.rejection_reasons.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [
+            ("A.jpg", "conny", true, vec!["final".to_owned()]),
+            ("B.jpg", "erika", true, vec!["wrong place".to_owned()]),
+        ]
+    );
+    assert_eq!(images(&s, &wiki, 7).await.len(), 1, "only C.jpg is open");
+    let reviewed = srv
+        .data(REVIEWED, json!({"w": wiki, "p": 7}), Some(&srv.admin()))
+        .await;
+    let b = &reviewed["imageSuggestions"][1];
+    assert_eq!(b["image"], "B.jpg");
+    assert_eq!(
+        b["feedback"],
+        json!([{"user": "erika", "accepted": false, "rejected": true, "rejectionReasons": ["wrong place"]}])
+    );
+
+    let made_up = s
+        .record_feedback(&contributor, verdict(&wiki, "0-Made-up.jpg", true, &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(made_up.code(), "NOT_FOUND", "{made_up:?}");
+    let again = srv
+        .gql(
+            RECORD,
+            json!({"w": wiki, "p": 8, "f": "A.jpg", "a": true}),
+            Some(&srv.token(&["contributor"])),
+        )
+        .await;
+    assert_eq!(
+        code(&again),
+        "NOT_FOUND",
+        "A.jpg is not suggested for page 8"
+    );
+    assert_eq!(s.feedback(&wiki, 7).await.unwrap().len(), 2);
+    assert!(s.feedback(&wiki, 8).await.unwrap().is_empty());
+}
+
+/// `randomPagesWithSuggestions` answers every count it documents (1 to 50),
+/// also where one bucket of the dataset's keys holds more pages than one
+/// multi-page read takes; 0 and 51 are refused.
+async fn random_pages_answer_every_documented_count(engine: Engine) {
+    // Page ids in one bucket of 16: 150 keys for the walk to read there.
+    let (srv, _, wiki) = serving(
+        engine,
+        (0..150)
+            .map(|i| line(16 * i, &format!("P{i}.jpg"), 0.5))
+            .collect(),
+    )
+    .await;
+    let query = "query($w: String!, $n: Int) { randomPagesWithSuggestions(wiki: $w, count: $n) }";
+    for n in [1, 10, 25, 26, 27, 40, 49, 50] {
+        let d = srv.data(query, json!({"w": wiki, "n": n}), None).await;
+        let pages: Vec<i64> = d["randomPagesWithSuggestions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_i64().unwrap())
+            .collect();
+        assert_eq!(pages.len(), n as usize, "count {n}: {pages:?}");
+        let distinct: std::collections::BTreeSet<_> = pages.iter().collect();
+        assert_eq!(distinct.len(), pages.len(), "count {n}: {pages:?}");
+        assert!(
+            pages
+                .iter()
+                .all(|p| p % 16 == 0 && (0..16 * 150).contains(p)),
+            "{pages:?}"
+        );
+    }
+    for n in [0, 51, -1] {
+        let r = srv.gql(query, json!({"w": wiki, "n": n}), None).await;
+        assert_eq!(code(&r), "BAD_USER_INPUT", "count {n}");
+    }
+}
+
+/// A page named twice (or more) in `imageSuggestionsForPages`, or by two
+/// `imageSuggestions` fields of one request, is answered each time, in the
+/// order asked.
+async fn duplicate_page_ids_are_each_answered(engine: Engine) {
+    let (srv, _, wiki) = serving(
+        engine,
+        vec![line(5, "Five.jpg", 0.9), line(6, "Six.jpg", 0.9)],
+    )
+    .await;
+    let d = srv
+        .data(
+            "query($w: String!) {
+               many: imageSuggestionsForPages(wiki: $w, pageIds: [5, 6, 5, 5, 7]) { pageId suggestions { image } }
+               a: imageSuggestions(wiki: $w, pageId: 5) { image }
+               b: imageSuggestions(wiki: $w, pageId: 5) { image } }",
+            json!({"w": wiki}),
+            None,
+        )
+        .await;
+    let answered: Vec<(i64, Json)> = d["many"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["pageId"].as_i64().unwrap(), p["suggestions"].clone()))
+        .collect();
+    let five = json!([{"image": "Five.jpg"}]);
+    assert_eq!(
+        answered,
+        [
+            (5, five.clone()),
+            (6, json!([{"image": "Six.jpg"}])),
+            (5, five.clone()),
+            (5, five.clone()),
+            (7, json!([])),
+        ]
+    );
+    assert_eq!(d["a"], five);
+    assert_eq!(d["b"], five);
+}
+
 /// `kartei import-suggestions` killed with SIGKILL half-way: readers keep the
 /// previous dataset; the next import purges the orphan and publishes.
 async fn a_killed_import_is_never_served(engine: Engine) {
@@ -556,6 +809,10 @@ async fn a_killed_import_is_never_served(engine: Engine) {
 }
 
 both_engines!(
+    reviewer_names_are_shown_to_signed_in_callers_only,
+    one_feedback_row_per_user_and_image_the_latest_wins,
+    random_pages_answer_every_documented_count,
+    duplicate_page_ids_are_each_answered,
     publishing_switches_datasets_at_once,
     failed_imports_stay_invisible_and_leave_nothing,
     rollback_and_keep,

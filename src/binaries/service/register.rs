@@ -9,7 +9,7 @@ use crate::auth::{Principal, Role};
 use crate::binaries::imaging;
 use crate::binaries::model::*;
 use crate::common::{check_id, random_id};
-use crate::crawl::fetch::{check_host_now, check_url};
+use crate::crawl::fetch::{check_host_now, check_url, strip_credentials};
 use crate::error::{ApiError, ApiResult};
 use crate::store::{Cas, Condition, Mutation, Row};
 
@@ -30,7 +30,12 @@ impl Binaries {
         who.require_any(&[Role::Machine, Role::Admin])?;
         check_id("context", context)?;
         let policy = &self.inner.policy;
-        let parsed = check_url(policy, url.trim()).map_err(ApiError::BadUserInput)?;
+        let mut parsed = check_url(policy, url.trim()).map_err(ApiError::BadUserInput)?;
+        // Stripped, not refused: the URL names the same image without them,
+        // and a batch of URLs copied with a login in them still registers.
+        // Kept, they would reach every reader (`Binary.url`, the logs, the
+        // crawl history); the fetch goes without them.
+        let had_credentials = strip_credentials(&mut parsed);
         check_host_now(policy, &parsed)
             .await
             .map_err(ApiError::BadUserInput)?;
@@ -83,6 +88,13 @@ impl Binaries {
                     &format!("registered {url} in context {context}"),
                 )
                 .await?;
+                if had_credentials {
+                    self.log(
+                        std::slice::from_ref(&r.id),
+                        "the URL's credentials (user:password@) were dropped: they are never stored nor sent",
+                    )
+                    .await?;
+                }
                 if o.status == Some(BinaryStatus::Ok) {
                     self.log(
                         std::slice::from_ref(&r.id),
