@@ -284,8 +284,8 @@ impl AssignmentsQuery {
         keyword_assignments(ctx, &keyword_id, portal_id, first, after).await
     }
 
-    /// The creators of a portal's assignments that have `status`, sorted
-    /// (at most 1,000; each costs a read per bucket, so it weighs all of them).
+    /// The creators of a portal's assignments that have `status`, sorted (at most 1,000).
+    // Each creator found costs a read per bucket: it weighs all 1,000.
     #[graphql(complexity = "cost::list(super::service::MAX_CREATORS, child_complexity)")]
     async fn creators(
         &self,

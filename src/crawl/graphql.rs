@@ -104,6 +104,7 @@ pub struct CrawlLinkFetch {
     /// The response headers, `name: value` (for machine and admin, the
     /// crawl's operators; empty for other callers). Cookies and credentials
     /// (`Set-Cookie`, `Authorization`, `WWW-Authenticate`, ...) are never kept.
+    #[graphql(complexity = "cost::list(crate::crawl::fetch::MAX_HEADERS, child_complexity)")]
     pub headers: Vec<String>,
 }
 

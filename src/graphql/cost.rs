@@ -12,9 +12,14 @@ use crate::common::{DEFAULT_FIRST, MAX_FIRST};
 /// over the limit, small enough that 2^20 of them still add up in a `usize`.
 pub const CAP: usize = 1 << 40;
 
-/// A field that returns `items` objects of `child` complexity each.
+/// A field that returns `items` objects of `child` complexity each (a
+/// scalar, whose `child` is 0, weighs 1).
 pub fn list(items: usize, child: usize) -> usize {
-    child.saturating_mul(items).saturating_add(1).min(CAP)
+    child
+        .max(1)
+        .saturating_mul(items)
+        .saturating_add(1)
+        .min(CAP)
 }
 
 /// A page of `first` items (the default when absent; a `first` outside the
@@ -51,6 +56,7 @@ mod tests {
         assert_eq!(page(None, 2), 2 * DEFAULT_FIRST as usize + 1);
         assert_eq!(list(usize::MAX, usize::MAX), CAP);
         assert_eq!(counted(Some(-1), 10, 50, 1), 51);
+        assert_eq!(list(1000, 0), 1001, "a list of scalars weighs its items");
         assert_eq!(per_argument_item(usize::MAX, 50, 7), CAP);
         // What async-graphql adds up cannot wrap: 2^20 fields at the cap.
         assert!(CAP.checked_mul(1 << 20).is_some());

@@ -59,6 +59,9 @@ pub struct QueryBounds {
     pub max_response_bytes: usize,
 }
 
+/// async-graphql's refusal of a query over `limit_complexity`.
+const TOO_COMPLEX: &str = "Query is too complex.";
+
 /// Marks a request that arrived over GET: it may not run a mutation (also
 /// not one it names by a persisted query's hash).
 #[derive(Clone, Copy, Debug)]
@@ -131,6 +134,23 @@ impl Gate {
         if budget.is_exceeded() {
             crate::metrics::graphql_error(crate::graphql::budget::RESPONSE_TOO_LARGE);
             return Response::from_errors(vec![budget.error()]);
+        }
+        self.explained(response)
+    }
+
+    /// `response` with the engine's bare refusal of a query's weight
+    /// replaced by one that names the limit and what to do.
+    fn explained(&self, mut response: Response) -> Response {
+        for e in &mut response.errors {
+            if e.message == TOO_COMPLEX {
+                *e = refusal(
+                    format!(
+                        "the query weighs more than --max-complexity ({}) allows: a list weighs its items times theirs (`first`, or the list's usual size); ask for fewer items, aliases or fields",
+                        self.bounds.max_fields
+                    ),
+                    "BAD_USER_INPUT",
+                );
+            }
         }
         response
     }

@@ -9,6 +9,13 @@ use super::service::{
 };
 use crate::auth::Principal;
 use crate::error::ApiError;
+use crate::graphql::budget::Metered;
+use crate::graphql::cost;
+
+/// What the suggestions of one page are weighed as (up to 1,000 are read).
+const SUGGESTIONS_WEIGHT: usize = 50;
+/// What a suggestion's short lists (wikis, kinds, verdicts) are weighed as.
+const SHORT_LIST_WEIGHT: usize = 10;
 use async_graphql::dataloader::DataLoader;
 
 fn service<'a>(ctx: &Context<'a>) -> &'a Suggestions {
@@ -75,6 +82,7 @@ pub struct SuggestionFeedback {
     user_name: String,
     accepted: bool,
     rejected: bool,
+    #[graphql(complexity = "cost::list(20, child_complexity)")]
     rejection_reasons: Vec<String>,
 }
 
@@ -131,9 +139,11 @@ impl ImageSuggestion {
         self.0.suggestion.confidence
     }
     /// Wikis whose page on the same item shows the image.
+    #[graphql(complexity = "cost::list(SHORT_LIST_WEIGHT, child_complexity)")]
     async fn found_on(&self) -> &[String] {
         &self.0.suggestion.found_on
     }
+    #[graphql(complexity = "cost::list(SHORT_LIST_WEIGHT, child_complexity)")]
     async fn kind(&self) -> &[String] {
         &self.0.suggestion.kind
     }
@@ -158,8 +168,14 @@ impl ImageSuggestion {
         uuid_time(&self.0.suggestion.id)
     }
     /// Feedback on this image for this page (only with `includeReviewed`).
-    async fn feedback(&self) -> Vec<SuggestionFeedback> {
-        self.0.feedback.iter().cloned().map(Into::into).collect()
+    #[graphql(complexity = "cost::list(SHORT_LIST_WEIGHT, child_complexity)")]
+    async fn feedback(&self) -> Vec<Metered<SuggestionFeedback>> {
+        self.0
+            .feedback
+            .iter()
+            .cloned()
+            .map(|f| Metered(f.into()))
+            .collect()
     }
 }
 
@@ -167,7 +183,8 @@ impl ImageSuggestion {
 #[derive(SimpleObject)]
 pub struct PageSuggestions {
     page_id: i32,
-    suggestions: Vec<ImageSuggestion>,
+    #[graphql(complexity = "cost::list(SUGGESTIONS_WEIGHT, child_complexity)")]
+    suggestions: Vec<Metered<ImageSuggestion>>,
 }
 
 /// One import of a wiki's suggestions.
@@ -198,8 +215,8 @@ fn dataset(d: Dataset, current: Option<&str>) -> SuggestionDataset {
     }
 }
 
-fn wrap(v: Vec<Reviewed>) -> Vec<ImageSuggestion> {
-    v.into_iter().map(ImageSuggestion).collect()
+fn wrap(v: Vec<Reviewed>) -> Vec<Metered<ImageSuggestion>> {
+    v.into_iter().map(|r| Metered(ImageSuggestion(r))).collect()
 }
 
 #[derive(Default)]
@@ -210,7 +227,7 @@ impl SuggestionsQuery {
     /// A page's image suggestions in the wiki's current dataset, by page id
     /// or by title (exactly one), highest confidence first. Images that have
     /// feedback for the page are left out unless `includeReviewed`.
-    #[graphql(complexity = "50 * child_complexity + 1")]
+    #[graphql(complexity = "cost::list(SUGGESTIONS_WEIGHT, child_complexity)")]
     async fn image_suggestions(
         &self,
         ctx: &Context<'_>,
@@ -219,7 +236,7 @@ impl SuggestionsQuery {
         title: Option<String>,
         min_confidence: Option<f64>,
         include_reviewed: Option<bool>,
-    ) -> Result<Vec<ImageSuggestion>> {
+    ) -> Result<Vec<Metered<ImageSuggestion>>> {
         let s = service(ctx);
         let page = match (page_id, title) {
             (Some(p), None) => p,
@@ -244,14 +261,14 @@ impl SuggestionsQuery {
 
     /// The suggestions of up to 100 pages at once (concurrent single-page
     /// reads: one wave for the pages' feedback, one for their suggestions).
-    #[graphql(complexity = "page_ids.len() * 50 * child_complexity + 1")]
+    #[graphql(complexity = "cost::per_argument_item(page_ids.len(), 1, child_complexity)")]
     async fn image_suggestions_for_pages(
         &self,
         ctx: &Context<'_>,
         wiki: String,
         page_ids: Vec<i32>,
         min_confidence: Option<f64>,
-    ) -> Result<Vec<PageSuggestions>> {
+    ) -> Result<Vec<Metered<PageSuggestions>>> {
         if page_ids.len() > MAX_PAGES {
             return Err(ApiError::bad_input(format!("at most {MAX_PAGES} pages")).into());
         }
@@ -259,36 +276,42 @@ impl SuggestionsQuery {
         Ok(page_ids
             .into_iter()
             .zip(pages)
-            .map(|(page_id, s)| PageSuggestions {
-                page_id,
-                suggestions: wrap(s),
+            .map(|(page_id, s)| {
+                Metered(PageSuggestions {
+                    page_id,
+                    suggestions: wrap(s),
+                })
             })
             .collect())
     }
 
     /// Pages of the current dataset that still have unreviewed suggestions,
     /// sampled at random (for editors' task feeds); `count` at most 50.
+    #[graphql(
+        complexity = "cost::counted(count, 10, super::service::MAX_RANDOM, child_complexity)"
+    )]
     async fn random_pages_with_suggestions(
         &self,
         ctx: &Context<'_>,
         wiki: String,
         count: Option<i32>,
-    ) -> Result<Vec<i32>> {
+    ) -> Result<Metered<Vec<i32>>> {
         let count = usize::try_from(count.unwrap_or(10)).unwrap_or(0);
-        Ok(service(ctx).random_pages(&wiki, count).await?)
+        Ok(Metered(service(ctx).random_pages(&wiki, count).await?))
     }
 
     /// The wiki's datasets, newest first.
+    #[graphql(complexity = "cost::list(SHORT_LIST_WEIGHT, child_complexity)")]
     async fn suggestion_datasets(
         &self,
         ctx: &Context<'_>,
         wiki: String,
-    ) -> Result<Vec<SuggestionDataset>> {
+    ) -> Result<Vec<Metered<SuggestionDataset>>> {
         let s = service(ctx);
         let (all, current) = futures::try_join!(s.datasets(&wiki), s.current(&wiki))?;
         Ok(all
             .into_iter()
-            .map(|d| dataset(d, current.as_deref()))
+            .map(|d| Metered(dataset(d, current.as_deref())))
             .collect())
     }
 }
@@ -309,7 +332,7 @@ impl SuggestionsMutation {
         filename: String,
         accepted: bool,
         rejection_reasons: Option<Vec<String>>,
-    ) -> Result<SuggestionFeedback> {
+    ) -> Result<Metered<SuggestionFeedback>> {
         let f = service(ctx)
             .record_feedback(
                 caller(ctx),
@@ -322,6 +345,6 @@ impl SuggestionsMutation {
                 },
             )
             .await?;
-        Ok(f.into())
+        Ok(Metered(f.into()))
     }
 }

@@ -417,7 +417,44 @@ async fn every_mutation_needs_the_admin_role(engine: Engine) {
         .await;
 }
 
+/// `children` read the store once per parent, without a loader: a tree of
+/// 8 branches of 3 cost 10 reads. Now each level of the tree is one wave of
+/// reads, however many parents it has, and the children keep their ancestors.
+async fn a_category_tree_is_read_one_wave_per_level(engine: Engine) {
+    let srv = crate::support::server_with(
+        engine,
+        kartei::config::Limits {
+            batch_window_ms: 50,
+            ..Default::default()
+        },
+    )
+    .await;
+    let u = uid();
+    let root = format!("r-{u}");
+    category(&srv, &root, None, "Wurzel").await;
+    for b in 0..8 {
+        let branch = format!("b{b}-{u}");
+        category(&srv, &branch, Some(&root), "Ast").await;
+        for l in 0..3 {
+            category(&srv, &format!("l{b}{l}-{u}"), Some(&branch), "Blatt").await;
+        }
+    }
+    let q = "query($id: ID!) { category(id: $id) { children { id children { id parentId portal { id } } } } }";
+    let (trips, d) = round_trips(&srv.store, srv.data(q, json!({"id": root}), None)).await;
+    let branches = d["category"]["children"].as_array().unwrap();
+    assert_eq!(branches.len(), 8);
+    for b in branches {
+        for leaf in b["children"].as_array().unwrap() {
+            assert_eq!(leaf["parentId"], b["id"]);
+            assert_eq!(leaf["portal"]["id"], json!(root));
+        }
+    }
+    // The category, its children, their children (the portal is cached).
+    assert!(trips <= 3, "{trips} round trips");
+}
+
 both_engines!(
+    a_category_tree_is_read_one_wave_per_level,
     categories_derive_their_hierarchy,
     keywords_get_hierarchical_ids_from_the_server,
     deleting_refuses_categories_that_are_not_empty,
