@@ -28,7 +28,7 @@ fi
 
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-secret=edge-test-secret-0123456789
+secret=edge-test-secret-0123456789-0123456789
 "$bin" serve --demo --data-dir "$work/data" --listen "127.0.0.1:$port" --auth-secret "$secret" \
   >"$work/server.log" 2>&1 &
 server=$!

@@ -32,7 +32,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-SECRET=iiif-validation-secret-$RANDOM$RANDOM
+SECRET=iiif-validation-secret-$RANDOM$RANDOM-0123456789abcdef
 PORT=$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$BIN" serve --data-dir "$WORK/data" --listen "127.0.0.1:$PORT" --auth-secret "$SECRET" >"$WORK/server.log" 2>&1 &
 PID=$!

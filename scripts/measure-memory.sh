@@ -10,7 +10,7 @@ WORK=$(mktemp -d)
 PID=
 cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
-SECRET=memory-measurement-secret-$RANDOM$RANDOM
+SECRET=memory-measurement-secret-$RANDOM$RANDOM-0123456789abcdef
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$BIN" serve --data-dir "$WORK/data" --listen "127.0.0.1:$PORT" --auth-secret "$SECRET" >"$WORK/server.log" 2>&1 &
 PID=$!
