@@ -3,7 +3,7 @@
 //! cannot set headers on a WebSocket, so the bearer token comes in
 //! `connection_init`'s payload (`{"Authorization": "Bearer ..."}`); a refused
 //! token closes the connection. Every operation's relations go through its own
-//! DataLoaders, batched as a request's are. Sockets are bounded by
+//! DataLoaders (a subscription's, each event's own), batched as a request's are. Sockets are bounded by
 //! `--max-connections` (`App::sockets`; the next upgrade is a 503), messages
 //! by `--max-body-bytes`, and a client that sends nothing for 60 s (not even
 //! `connection_init` or a ping) is dropped by async-graphql's keep-alive timer.
@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response as HttpResponse};
 use futures::{FutureExt, StreamExt};
 
 use crate::app::App;
-use crate::graphql::batch::Batches;
+use crate::graphql::batch::{Batches, Fresh};
 use crate::graphql::limits::refusal;
 use tokio::sync::Semaphore;
 
@@ -79,6 +79,17 @@ const MAX_OPERATIONS_PER_SOCKET: usize = 100;
 /// A socket's places for operations, in its session data.
 struct SocketOperations(Arc<Semaphore>);
 
+/// DataLoaders made afresh for each event of a subscription, so that no
+/// cache outlives its event (a query or mutation over the socket is one
+/// execution: the same as per operation).
+fn per_event_loaders(app: &Arc<App>, batches: &Batches) -> Fresh {
+    let app = app.clone();
+    let batches = batches.clone();
+    Fresh(Arc::new(move || {
+        super::graphql::with_loaders(&app, Request::new(""), &batches).data
+    }))
+}
+
 /// The schema, with per-operation DataLoaders.
 #[derive(Clone)]
 struct Live(Arc<App>);
@@ -126,6 +137,7 @@ impl Executor for Live {
                 Ok((request, ty)) => {
                     let batches = Batches::default();
                     let request = super::graphql::with_loaders(&app, request, &batches);
+                    let request = request.data(per_event_loaders(&app, &batches));
                     let mut responses = batches
                         .drive(app.schema.execute_stream_with_session_data(
                             request,
