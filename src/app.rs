@@ -125,7 +125,7 @@ impl App {
         let themes = Themes::new(store.clone());
         let suggestions = Suggestions::new(store.clone());
         let socket_bound = limits.max_connections.max(1);
-        let assignments = Assignments::new(store.clone());
+        let assignments = Assignments::new(store.clone()).with_feed(feed(&limits.feed));
         assignments.events().spawn_tail(Duration::from_millis(250));
         let schema = schema(
             Some(Services {
@@ -163,6 +163,16 @@ impl FromRef<Arc<App>> for Suggestions {
 impl FromRef<Arc<App>> for Binaries {
     fn from_ref(app: &Arc<App>) -> Self {
         app.binaries.clone()
+    }
+}
+
+/// The change feed's settings the flags describe.
+fn feed(args: &crate::config::FeedArgs) -> crate::assignments::events::FeedConfig {
+    crate::assignments::events::FeedConfig {
+        lag: args.feed_lag,
+        replay_window: args.replay_window,
+        replay_budget_bytes: args.replay_budget_bytes,
+        ..Default::default()
     }
 }
 
