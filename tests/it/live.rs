@@ -610,7 +610,7 @@ async fn each_event_reads_the_vocabulary_as_it_is_when_it_comes(engine: Engine) 
 /// A change that commits always reaches the feed (issue 30): the write of a
 /// transition's event fails after its compare-and-set applied (as when the
 /// process dies in between), the transition is acknowledged, and the next
-/// instance to start drains the outbox and sends the event.
+/// instance to start drains the outbox for its first subscriber.
 async fn a_change_that_commits_reaches_the_feed_when_its_event_write_is_lost(engine: Engine) {
     let ts = store(engine).await;
     let v = vocabulary(&ts.store).await;
@@ -642,7 +642,7 @@ async fn a_change_that_commits_reaches_the_feed_when_its_event_write_is_lost(eng
         assert!(!found, "the event's write failed");
     }
 
-    // A restart: the new instance's feed drains the outbox as its tail starts.
+    // A restart: the new instance's feed drains the outbox once someone listens.
     let restarted = Assignments::new(ts.store.clone());
     let mut feed = restarted
         .events()

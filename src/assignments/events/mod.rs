@@ -16,8 +16,9 @@
 //! follows the compare-and-set (one transaction on the embedded engine). So
 //! that a process that dies between the two on Cassandra (or a follow-up
 //! batch that fails) loses no event, the change is first recorded in
-//! `assignment_event_outbox`, and every instance drains that outbox when it
-//! starts and while it has subscribers.
+//! `assignment_event_outbox`, and every instance drains that outbox once it
+//! has a subscriber (after a restart: as soon as clients reconnect) and
+//! every 10 s while it has any.
 //!
 //! Resumes read lazily, a page of a minute at a time, under one byte budget
 //! for the whole process, and skip empty minutes through
@@ -433,11 +434,6 @@ impl Events {
         Ok(())
     }
 
-    /// Tells this process's tail that events were just written: it reads at once.
-    pub fn written(&self) {
-        self.poke.notify_one();
-    }
-
     /// Publishes, logging a failure instead of returning it: for an import's
     /// counts, written after its rows (a subscriber sees them on its next reload).
     pub async fn publish_or_log(&self, actor: Option<&str>, changes: Vec<Change>) {
@@ -470,14 +466,16 @@ impl Events {
 
     /// Tails the table while anyone listens: every `every`, or at once after a
     /// local write, reads the last `lag` of events and sends the ones not
-    /// sent before, in id order. Drains the outbox first, and every
-    /// `DRAIN_EVERY` while anyone listens.
+    /// sent before, in id order. Drains the outbox on its first pass with a
+    /// listener, and every `DRAIN_EVERY` while anyone listens.
     pub fn spawn_tail(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let events = self.clone();
         tokio::spawn(async move {
             let mut drained = Drained::default();
-            events.drain_or_log(&mut drained).await;
-            let mut last_drain = Instant::now();
+            // Drains run where someone may want their events: the first
+            // pass with a subscriber (after a restart, the reconnected
+            // ones) and every `DRAIN_EVERY` while there is one.
+            let mut last_drain: Option<Instant> = None;
             // The ids sent that a later read of the window may find again.
             let mut sent: BTreeSet<String> = BTreeSet::new();
             let mut upto = String::new();
@@ -490,9 +488,9 @@ impl Events {
                     sent.clear();
                     continue;
                 }
-                if last_drain.elapsed() >= DRAIN_EVERY {
+                if last_drain.is_none_or(|at| at.elapsed() >= DRAIN_EVERY) {
                     events.drain_or_log(&mut drained).await;
-                    last_drain = Instant::now();
+                    last_drain = Some(Instant::now());
                 }
                 let now = events.now_ms();
                 let lag = events.lag_ms();

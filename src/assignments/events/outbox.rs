@@ -2,8 +2,8 @@
 //! compare-and-set, and the batch that writes its event removes the record.
 //! A record left behind means a change whose event was lost between the two
 //! (a process that died, a batch that failed, on Cassandra where they are
-//! not one transaction); a drain, at start and while anyone subscribes,
-//! writes that event if the change applied, or drops the record once it
+//! not one transaction); a drain, on an instance's first tail pass with a
+//! subscriber and every 10 s while it has any, writes that event if the change applied, or drops the record once it
 //! cannot apply any more.
 
 use std::collections::BTreeSet;
@@ -160,8 +160,9 @@ impl Events {
         })
     }
 
-    /// After a change made with [`Events::with_event`] that applied, begun at
-    /// `began` (ms, this feed's clock). The local tail reads at once. An
+    /// After a change whose event went into its batch (see
+    /// [`Events::with_event`], [`Events::writes`]) applied, begun at `began`
+    /// (ms, this feed's clock). The local tail reads at once. An
     /// event that took more than half the lag to be written may have become
     /// visible after every tail's window passed its id: it goes out again
     /// with a fresh id (a subscriber may see it twice, never not at all).

@@ -523,3 +523,49 @@ impl Follow {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAIT: Duration = Duration::from_millis(20);
+
+    #[tokio::test]
+    async fn the_budget_is_shared_clamped_and_given_back() {
+        let budget = Budget::new(8 << 10);
+        // More than the whole budget is the whole budget: one page still goes.
+        let mut first = budget.take(64 << 10, WAIT).await.expect("the whole budget");
+        assert!(budget.take(1, WAIT).await.is_none(), "nothing left");
+        // What a page turns out to hold is all it keeps.
+        assert!(budget.resize(&mut first, 3 << 10, WAIT).await);
+        let second = budget.take(5 << 10, WAIT).await.expect("the rest");
+        assert!(!budget.resize(&mut first, 4 << 10, WAIT).await, "none free");
+        drop(second);
+        assert!(budget.resize(&mut first, 4 << 10, WAIT).await);
+        drop(first);
+        assert!(budget.take(8 << 10, WAIT).await.is_some(), "all given back");
+    }
+
+    #[tokio::test]
+    async fn a_read_is_shared_only_with_readers_that_need_no_later_one() {
+        let shared: Shared<u8, u32> = Shared::new();
+        let before = Instant::now();
+        let first = shared.get(1, before, || async { Ok(1) }).await.unwrap();
+        let joined = shared
+            .get(1, before, || async { panic!("read again") })
+            .await
+            .unwrap();
+        assert!(Arc::ptr_eq(&first, &joined));
+        let later = Instant::now() + Duration::from_millis(1);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let fresh = shared.get(1, later, || async { Ok(2) }).await.unwrap();
+        assert_eq!(
+            *fresh.value(),
+            2,
+            "a reader that needs a later read gets one"
+        );
+        drop((first, joined, fresh));
+        let after_all = shared.get(1, before, || async { Ok(3) }).await.unwrap();
+        assert_eq!(*after_all.value(), 3, "a read nobody holds is forgotten");
+    }
+}

@@ -74,13 +74,14 @@ impl Assignments {
     /// Records a run and its event, as one batch: a run is on the feed
     /// exactly when it is recorded.
     async fn record(&self, who: &Principal, run: &ReleaseRun) -> ApiResult<()> {
+        let change = Change::Release(run.clone());
         let mut writes = vec![Mutation::upsert(run.row())];
-        writes.extend(
-            self.events
-                .writes(who.sub.as_deref(), vec![Change::Release(run.clone())]),
-        );
+        writes.extend(self.events.writes(who.sub.as_deref(), vec![change.clone()]));
+        let began = self.events.now_ms();
         self.store.apply(writes).await?;
-        self.events.written();
+        self.events
+            .committed(began, who.sub.as_deref(), change)
+            .await;
         Ok(())
     }
 
