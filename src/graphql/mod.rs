@@ -33,7 +33,6 @@ where
     Schema::build(query, mutation, subscription)
         .limit_complexity(limits.max_complexity)
         .limit_recursive_depth(64)
-        .extension(batch::PerExecution)
 }
 
 /// The gate every request passes before the schema `bounded` builds.

@@ -99,7 +99,7 @@ impl Executor for Live {
         let batches = Batches::default();
         let request = super::graphql::with_loaders(&self.0, request, &batches);
         batches
-            .drive(self.0.gate.execute(&self.0.schema, request))
+            .drive(self.0.gate.execute(&self.0.live_schema, request))
             .await
     }
 
@@ -139,7 +139,7 @@ impl Executor for Live {
                     let request = super::graphql::with_loaders(&app, request, &batches);
                     let request = request.data(per_event_loaders(&app, &batches));
                     let mut responses = batches
-                        .drive(app.schema.execute_stream_with_session_data(
+                        .drive(app.live_schema.execute_stream_with_session_data(
                             request,
                             session_data.unwrap_or_default(),
                         ))
