@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema};
+use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema, SchemaBuilder};
 use axum::extract::FromRef;
 
 use crate::assignments::graphql::{AssignmentsMutation, AssignmentsQuery};
@@ -55,6 +55,7 @@ pub struct Subscription(crate::assignments::subscription::AssignmentsSubscriptio
 pub type KarteiSchema = Schema<Query, Mutation, Subscription>;
 
 /// The domain services the resolvers use (from the request's schema data).
+#[derive(Clone)]
 pub struct Services {
     pub themes: Themes,
     pub assignments: Assignments,
@@ -65,12 +66,33 @@ pub struct Services {
 
 /// The schema over `services` (none: only to print the SDL).
 pub fn schema(services: Option<Services>, limits: &Limits) -> KarteiSchema {
-    let mut b = crate::graphql::bounded(
+    finish(builder(limits), services)
+}
+
+/// The schema WebSocket operations run on: the same, but each execution
+/// (each event of a subscription) gets its request's `graphql::batch::Fresh`
+/// data anew. Apart from `schema` because a schema extension costs every
+/// field of every request a detour, which HTTP requests need not pay.
+pub fn live_schema(services: Services, limits: &Limits) -> KarteiSchema {
+    finish(
+        builder(limits).extension(crate::graphql::batch::PerExecution),
+        Some(services),
+    )
+}
+
+fn builder(limits: &Limits) -> SchemaBuilder<Query, Mutation, Subscription> {
+    crate::graphql::bounded(
         Query::default(),
         Mutation::default(),
         Subscription::default(),
         limits,
-    );
+    )
+}
+
+fn finish(
+    mut b: SchemaBuilder<Query, Mutation, Subscription>,
+    services: Option<Services>,
+) -> KarteiSchema {
     if let Some(s) = services {
         b = b
             .data(s.themes)
@@ -95,6 +117,8 @@ pub fn sdl() -> String {
 /// The running application: its store, services, schema and limits.
 pub struct App {
     pub schema: KarteiSchema,
+    /// The schema of WebSocket operations (`live_schema`).
+    pub live_schema: KarteiSchema,
     /// What every request passes before the schema (persisted queries,
     /// bounds, deadlines): requests run through `gate.execute(&schema, ..)`.
     pub gate: crate::graphql::limits::Gate,
@@ -126,24 +150,24 @@ impl App {
     ) -> Arc<Self> {
         let themes = Themes::new(store.clone());
         let suggestions = Suggestions::new(store.clone());
-        let assignments = Assignments::new(store.clone());
+        let assignments = Assignments::new(store.clone()).with_feed(feed(&limits.feed));
         assignments.events().spawn_tail(Duration::from_millis(250));
-        let schema = schema(
-            Some(Services {
-                themes: themes.clone(),
-                assignments: assignments.clone(),
-                binaries: binaries.clone(),
-                suggestions: suggestions.clone(),
-                crawl: crawl.clone(),
-            }),
-            &limits,
-        );
+        let services = Services {
+            themes: themes.clone(),
+            assignments: assignments.clone(),
+            binaries: binaries.clone(),
+            suggestions: suggestions.clone(),
+            crawl: crawl.clone(),
+        };
+        let schema = schema(Some(services.clone()), &limits);
+        let live_schema = live_schema(services, &limits);
         let sockets = crate::http::sockets::Sockets::new(
             crate::http::sockets::SocketLimits::from_limits(&limits),
         );
         Arc::new(App {
             gate: crate::graphql::gate(&limits),
             schema,
+            live_schema,
             auth: Arc::new(auth),
             store,
             themes,
@@ -167,6 +191,16 @@ impl FromRef<Arc<App>> for Suggestions {
 impl FromRef<Arc<App>> for Binaries {
     fn from_ref(app: &Arc<App>) -> Self {
         app.binaries.clone()
+    }
+}
+
+/// The change feed's settings the flags describe.
+fn feed(args: &crate::config::FeedArgs) -> crate::assignments::events::FeedConfig {
+    crate::assignments::events::FeedConfig {
+        lag: args.feed_lag,
+        replay_window: args.replay_window,
+        replay_budget_bytes: args.replay_budget_bytes,
+        ..Default::default()
     }
 }
 

@@ -416,6 +416,57 @@ pub struct Limits {
     /// whose answer grows past it is stopped with RESPONSE_TOO_LARGE.
     #[arg(long, env = "KARTEI_MAX_RESPONSE_BYTES", default_value_t = 16 << 20)]
     pub max_response_bytes: usize,
+    #[command(flatten)]
+    pub feed: FeedArgs,
+}
+
+/// The assignment change feed behind subscriptions: how far back a resume
+/// may reach, how much replayed data may be in memory, how late an event may
+/// become visible and still reach live subscribers.
+#[derive(Args, Debug, Clone)]
+pub struct FeedArgs {
+    /// How far back `assignmentChanged(after:)` may resume (at most 24h, the
+    /// feed's TTL); an older `after` is refused with REPLAY_TOO_OLD.
+    #[arg(long, env = "KARTEI_REPLAY_WINDOW", default_value = "1h", value_parser = parse_replay_window)]
+    pub replay_window: std::time::Duration,
+    /// Bytes of replayed events that all resuming subscriptions of this
+    /// process may hold at once; a resume that finds none free within 5 s is
+    /// refused with REPLAY_BUSY.
+    #[arg(long, env = "KARTEI_REPLAY_BUDGET_BYTES", default_value_t = 64 << 20)]
+    pub replay_budget_bytes: usize,
+    /// How late an event may become visible (a slow write, another
+    /// instance's clock running behind) and still reach live subscribers;
+    /// every tail pass re-reads this much of the feed (1s to 60s).
+    #[arg(long, env = "KARTEI_FEED_LAG", default_value = "5s", value_parser = parse_feed_lag)]
+    pub feed_lag: std::time::Duration,
+}
+
+impl Default for FeedArgs {
+    fn default() -> Self {
+        FeedArgs {
+            replay_window: std::time::Duration::from_secs(3600),
+            replay_budget_bytes: 64 << 20,
+            feed_lag: std::time::Duration::from_secs(5),
+        }
+    }
+}
+
+fn parse_replay_window(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() || d > std::time::Duration::from_secs(86_400) {
+        return Err(format!(
+            "{s}: the replay window is more than 0 and at most 24h (events are kept a day)"
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_feed_lag(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d < std::time::Duration::from_secs(1) || d > std::time::Duration::from_secs(60) {
+        return Err(format!("{s}: the feed lag is 1s to 60s"));
+    }
+    Ok(d)
 }
 
 impl Default for Limits {
@@ -438,6 +489,7 @@ impl Default for Limits {
             max_subscriptions: 10_000,
             reserved_for_tokens: 25,
             max_response_bytes: 16 << 20,
+            feed: FeedArgs::default(),
         }
     }
 }

@@ -39,6 +39,11 @@ pub enum ApiError {
         status: u16,
         message: String,
     },
+    /// A subscription's `after` is older than the feed's replay window: the
+    /// client reloads its page and subscribes without `after`.
+    ReplayTooOld(String),
+    /// Resuming subscriptions hold the whole replay budget: try again soon.
+    ReplayBusy(String),
     /// The store's disk is full: writes fail until space is freed; reads go on.
     StorageFull,
     Internal,
@@ -56,6 +61,8 @@ impl ApiError {
             | ApiError::InvalidTransition(m)
             | ApiError::PayloadTooLarge(m)
             | ApiError::Timeout(m)
+            | ApiError::ReplayTooOld(m)
+            | ApiError::ReplayBusy(m)
             | ApiError::MethodNotAllowed(m)
             | ApiError::UnsupportedMediaType(m)
             | ApiError::NotAcceptable(m) => m.clone(),
@@ -89,6 +96,8 @@ impl ApiError {
             ApiError::BadCursor => "BAD_CURSOR",
             ApiError::Unavailable => "UNAVAILABLE",
             ApiError::Limit { code, .. } => code,
+            ApiError::ReplayTooOld(_) => "REPLAY_TOO_OLD",
+            ApiError::ReplayBusy(_) => "REPLAY_BUSY",
             ApiError::StorageFull => "STORAGE_FULL",
             ApiError::Internal => "INTERNAL",
         }
@@ -107,8 +116,9 @@ impl ApiError {
             ApiError::PayloadTooLarge(_) => 413,
             ApiError::Timeout(_) => 408,
             ApiError::BadCursor => 400,
-            ApiError::Unavailable => 503,
             ApiError::Limit { status, .. } => *status,
+            ApiError::Unavailable | ApiError::ReplayBusy(_) => 503,
+            ApiError::ReplayTooOld(_) => 410,
             ApiError::StorageFull => 507,
             ApiError::Internal => 500,
         }

@@ -45,7 +45,7 @@ pub fn tables() -> Vec<&'static store::Table> {
     let mut all = themes::model::TABLES.to_vec();
     all.extend(assignments::model::RELEASE_TABLES);
     all.extend(assignments::model::TARGET_TABLES);
-    all.push(&assignments::events::ASSIGNMENT_EVENTS);
+    all.extend(assignments::events::TABLES);
     all.extend(binaries::model::TABLES);
     all.extend(suggestions::model::TABLES);
     all.extend(crawl::model::TABLES);

@@ -139,19 +139,21 @@ fn rfc3339(millis: i64) -> String {
         .unwrap_or_default()
 }
 
-/// The feed from `after` (or from now), keeping what `keep` turns into an item.
-async fn follow<T: Send + 'static>(
+/// The feed from `after` (or from now): the events `wanted` keeps, each as
+/// `item` makes it. The stream ends after an error (REPLAY_BUSY).
+fn follow<T: Send + 'static>(
     ctx: &Context<'_>,
     after: Option<String>,
-    keep: impl Fn(Arc<Event>) -> Option<T> + Send + 'static,
-) -> Result<BoxStream<'static, T>> {
+    wanted: impl Fn(&Event) -> bool + Send + Sync + 'static,
+    item: fn(Arc<Event>) -> T,
+) -> Result<BoxStream<'static, Result<T>>> {
     let place = Place::take()?;
-    let events = ctx.data_unchecked::<Assignments>().events().clone();
-    let feed = events.follow(after).await?;
+    let events = ctx.data_unchecked::<Assignments>().events();
+    let feed = events.follow(after, wanted)?;
     Ok(feed
-        .filter_map(move |e| {
+        .map(move |e| {
             let _held = &place;
-            futures::future::ready(keep(e))
+            e.map(item).map_err(async_graphql::Error::from)
         })
         .boxed())
 }
@@ -172,9 +174,9 @@ impl AssignmentsSubscription {
         portal_id: ID,
         status: Option<AssignmentStatus>,
         after: Option<String>,
-    ) -> Result<impl Stream<Item = AssignmentEvent>> {
-        follow(ctx, after, move |e| {
-            let wanted = e.portal_id() == portal_id.as_str()
+    ) -> Result<impl Stream<Item = Result<AssignmentEvent>>> {
+        let wanted = move |e: &Event| {
+            e.portal_id() == portal_id.as_str()
                 && match (&e.change, status) {
                     (Change::Release(_), _) => false,
                     (_, None) => true,
@@ -191,10 +193,9 @@ impl AssignmentsSubscription {
                             AssignmentStatus::Autosuggested | AssignmentStatus::Suggested
                         )
                     }
-                };
-            wanted.then_some(AssignmentEvent(e))
-        })
-        .await
+                }
+        };
+        follow(ctx, after, wanted, AssignmentEvent)
     }
 
     /// The end of every release run of the portal (successful or not).
@@ -203,11 +204,10 @@ impl AssignmentsSubscription {
         ctx: &Context<'_>,
         portal_id: ID,
         after: Option<String>,
-    ) -> Result<impl Stream<Item = ReleaseRunEvent>> {
-        follow(ctx, after, move |e| {
-            (matches!(e.change, Change::Release(_)) && e.portal_id() == portal_id.as_str())
-                .then_some(ReleaseRunEvent(e))
-        })
-        .await
+    ) -> Result<impl Stream<Item = Result<ReleaseRunEvent>>> {
+        let wanted = move |e: &Event| {
+            matches!(e.change, Change::Release(_)) && e.portal_id() == portal_id.as_str()
+        };
+        follow(ctx, after, wanted, ReleaseRunEvent)
     }
 }

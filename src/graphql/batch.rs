@@ -124,6 +124,37 @@ impl<S: futures::Stream> futures::Stream for Driven<S> {
     }
 }
 
+/// Data an operation gets afresh for each execution: a subscription gets it
+/// for each event, so the DataLoaders in it (their caches, and the errors
+/// they keep) live as long as one event, not as long as the subscription.
+/// Put into a request's data; [`PerExecution`] hands it out.
+#[derive(Clone)]
+pub struct Fresh(pub Arc<dyn Fn() -> async_graphql::Data + Send + Sync>);
+
+/// The schema extension that gives each execution its [`Fresh`] data.
+pub struct PerExecution;
+
+impl async_graphql::extensions::ExtensionFactory for PerExecution {
+    fn create(&self) -> Arc<dyn async_graphql::extensions::Extension> {
+        Arc::new(PerExecution)
+    }
+}
+
+#[async_trait::async_trait]
+impl async_graphql::extensions::Extension for PerExecution {
+    async fn execute(
+        &self,
+        ctx: &async_graphql::extensions::ExtensionContext<'_>,
+        operation_name: Option<&str>,
+        next: async_graphql::extensions::NextExecute<'_>,
+    ) -> async_graphql::Response {
+        match ctx.data_opt::<Fresh>() {
+            Some(fresh) => next.run_with_data(ctx, operation_name, (fresh.0)()).await,
+            None => next.run(ctx, operation_name).await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

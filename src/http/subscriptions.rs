@@ -3,7 +3,8 @@
 //! cannot set headers on a WebSocket, so the bearer token comes in
 //! `connection_init`'s payload (`{"Authorization": "Bearer ..."}`); a refused
 //! token closes the connection. Every operation's relations go through its own
-//! DataLoaders, batched as a request's are. Sockets are bounded in all, per
+//! DataLoaders (a subscription's, each event's own), batched as a
+//! request's are. Sockets are bounded in all, per
 //! client address and per token subject (`http::sockets`; a refused upgrade
 //! is a 429 or 503 naming the limit), messages by `--max-body-bytes`, and a
 //! client that sends nothing for 60 s (not even `connection_init` or a ping)
@@ -30,7 +31,7 @@ use futures::{FutureExt, SinkExt, StreamExt};
 use super::sockets::SocketPlace;
 use crate::app::App;
 use crate::auth::{Authenticated, Principal};
-use crate::graphql::batch::Batches;
+use crate::graphql::batch::{Batches, Fresh};
 use crate::graphql::limits::refusal;
 use tokio::sync::Semaphore;
 
@@ -155,6 +156,17 @@ const MAX_OPERATIONS_PER_SOCKET: usize = 100;
 /// A socket's places for operations, in its session data.
 struct SocketOperations(Arc<Semaphore>);
 
+/// DataLoaders made afresh for each event of a subscription, so that no
+/// cache outlives its event (a query or mutation over the socket is one
+/// execution: the same as per operation).
+fn per_event_loaders(app: &Arc<App>, batches: &Batches) -> Fresh {
+    let app = app.clone();
+    let batches = batches.clone();
+    Fresh(Arc::new(move || {
+        super::graphql::with_loaders(&app, Request::new(""), &batches).data
+    }))
+}
+
 /// The schema, with per-operation DataLoaders.
 #[derive(Clone)]
 struct Live(Arc<App>);
@@ -164,7 +176,7 @@ impl Executor for Live {
         let batches = Batches::default();
         let request = super::graphql::with_loaders(&self.0, request, &batches);
         batches
-            .drive(self.0.gate.execute(&self.0.schema, request))
+            .drive(self.0.gate.execute(&self.0.live_schema, request))
             .await
     }
 
@@ -232,11 +244,12 @@ impl Executor for Live {
                     let batches = Batches::default();
                     let budget = app.gate.response_budget();
                     let mut request = super::graphql::with_loaders(&app, request, &batches);
+                    request = request.data(per_event_loaders(&app, &batches));
                     if ty != OperationType::Subscription {
                         request = request.data(budget.clone());
                     }
                     let mut responses = batches
-                        .drive(app.schema.execute_stream_with_session_data(
+                        .drive(app.live_schema.execute_stream_with_session_data(
                             request,
                             session_data.unwrap_or_default(),
                         ))

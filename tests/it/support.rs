@@ -460,6 +460,9 @@ pub async fn round_trips<F: Future>(store: &DynStore, f: F) -> (u64, F::Output) 
     (store.round_trips() - before, out)
 }
 
+/// What a [`Faulty`] store runs before each `apply`.
+pub type ApplyHook = Box<dyn Fn(&[Mutation]) + Send>;
+
 /// A real store that fails on purpose: it stands in for a process that dies
 /// between two writes (the writes before the fault are really stored).
 pub struct Faulty {
@@ -474,6 +477,8 @@ pub struct Faulty {
     /// whose request was dropped meanwhile never ends).
     pub reads_begun: std::sync::atomic::AtomicUsize,
     pub reads_ended: std::sync::atomic::AtomicUsize,
+    /// Runs before every `apply` (a test's clock moving as a slow write would).
+    pub before_apply: std::sync::Mutex<Option<ApplyHook>>,
 }
 
 impl Faulty {
@@ -485,6 +490,7 @@ impl Faulty {
             read_delay: Default::default(),
             reads_begun: Default::default(),
             reads_ended: Default::default(),
+            before_apply: Default::default(),
         })
     }
 
@@ -525,6 +531,9 @@ impl Store for Faulty {
         self.inner.slice(table, slice).await
     }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
+        if let Some(hook) = self.before_apply.lock().unwrap().as_ref() {
+            hook(&batch);
+        }
         let failing = self.fail_apply_on.lock().unwrap().clone();
         let touches = |m: &Mutation| {
             let t = match m {

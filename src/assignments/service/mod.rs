@@ -4,21 +4,24 @@
 //!
 //! Write order (a crash can stop a request between any two steps):
 //! 1. ids that must reach the search index are enqueued first, so a crash after
-//!    the status change cannot lose them (an extra entry only costs a reindex);
+//!    the status change cannot lose them (an extra entry only costs a reindex),
+//!    in one batch with the change's intent in the feed's outbox;
 //! 2. the base row changes under a lightweight transaction, the only point where
 //!    concurrent writers are ordered (Cassandra cannot put an LWT and other
 //!    tables in one batch);
-//! 3. one logged batch writes the five query tables, then the base row is read
-//!    again: if another writer changed it meanwhile, the query tables are written
-//!    again from what is there now. A crash between 2 and 3 leaves stale query
-//!    rows; the next write of that assignment, a conflicting retry, or
-//!    `repair-views` heals them.
+//! 3. one logged batch writes the five query tables and the change's event
+//!    (and ends its intent), then the base row is read again: if another
+//!    writer changed it meanwhile, the query tables are written again from
+//!    what is there now. A crash between 2 and 3 leaves stale query rows and
+//!    no event; the next write of that assignment, a conflicting retry, or
+//!    `repair-views` heals the rows, and a drain of the outbox writes the
+//!    event (`events`).
 
 mod release;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::events::{Change, Events};
+use super::events::{Change, Events, FeedConfig};
 use super::model::*;
 use crate::auth::{Principal, Role};
 use crate::common::{Clock, bounded, check_id};
@@ -249,6 +252,14 @@ fn fill<T>(
     }
 }
 
+/// Whether a status change goes on the change feed (as its own event, by
+/// whom), or is reported another way (a release run's moves, as the run).
+#[derive(Clone, Copy)]
+enum Feed<'a> {
+    By(Option<&'a str>),
+    Silent,
+}
+
 fn conflict(current: &Assignment, what: &str) -> ApiError {
     ApiError::Conflict {
         message: format!("{what}; it is {} now", current.status.as_str()),
@@ -278,8 +289,20 @@ impl Assignments {
     pub fn with_clock(self, clock: Clock) -> Self {
         Assignments {
             themes: self.themes.with_clock(clock.clone()),
-            events: Events::new(self.store.clone(), clock.clone()),
+            events: Events::with_config(
+                self.store.clone(),
+                clock.clone(),
+                self.events.config().clone(),
+            ),
             clock,
+            ..self
+        }
+    }
+
+    /// The same service with the change feed's settings.
+    pub fn with_feed(self, config: FeedConfig) -> Self {
+        Assignments {
+            events: Events::with_config(self.store.clone(), self.clock.clone(), config),
             ..self
         }
     }
@@ -313,6 +336,15 @@ impl Assignments {
                     .map(|k| k.hierarchical_category_ids.iter().any(|c| c == portal))
             },
         )?;
+        let intent = self.events.intend(
+            Some(&who.creator),
+            &assignment.key,
+            assignment.status,
+            None,
+            &assignment.modified_at,
+        );
+        self.store.apply(vec![intent.write()]).await?;
+        let began = self.events.now_ms();
         let outcome = self
             .store
             .cas_then(
@@ -321,20 +353,21 @@ impl Assignments {
                     condition: Condition::NotExists,
                     ttl: None,
                 },
-                views_of(),
+                self.events.with_event(views_of(), &intent),
             )
             .await?;
         if outcome.applied {
-            self.settle_views(assignment.clone()).await?;
             let change = Change::Assignment {
                 assignment: assignment.clone(),
                 previous: None,
             };
             self.events
-                .publish_or_log(Some(&who.creator), vec![change])
+                .committed(began, Some(&who.creator), change)
                 .await;
+            self.settle_views(assignment.clone()).await?;
             return Ok(assignment);
         }
+        self.events.abandon(&intent).await;
         let current = outcome.current.as_ref().and_then(Assignment::from_row);
         match current {
             Some(c) => {
@@ -521,15 +554,8 @@ impl Assignments {
     ) -> ApiResult<Assignment> {
         check_transition(who, expected, to)?;
         check_key(key)?;
-        let a = self.change_status(key, expected, to, true).await?;
-        let change = Change::Assignment {
-            assignment: a.clone(),
-            previous: Some(expected),
-        };
-        self.events
-            .publish_or_log(who.sub.as_deref(), vec![change])
-            .await;
-        Ok(a)
+        self.change_status(key, expected, to, Feed::By(who.sub.as_deref()))
+            .await
     }
 
     /// One result per key, in the order given: never all-or-nothing.
@@ -546,46 +572,53 @@ impl Assignments {
                 "at most {MAX_KEYS} keys per call"
             )));
         }
+        let feed = Feed::By(who.sub.as_deref());
         let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
             let r = match check_key(&k) {
-                Ok(()) => self.change_status(&k, expected, to, true).await,
+                Ok(()) => self.change_status(&k, expected, to, feed).await,
                 Err(e) => Err(e),
             };
             (k, r)
         })
         .await;
-        let changes = results
-            .iter()
-            .filter_map(|(_, r)| r.as_ref().ok())
-            .map(|a| Change::Assignment {
-                assignment: a.clone(),
-                previous: Some(expected),
-            })
-            .collect();
-        self.events
-            .publish_or_log(who.sub.as_deref(), changes)
-            .await;
         Ok(results)
     }
 
+    /// Moves `key` from `expected` to `to`; `feed` says whether the change
+    /// is reported on the change feed (with its own event) and as whose.
     async fn change_status(
         &self,
         key: &AssignmentKey,
         expected: AssignmentStatus,
         to: AssignmentStatus,
-        enqueue: bool,
+        feed: Feed<'_>,
     ) -> ApiResult<Assignment> {
-        if enqueue && matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published) {
-            let queued_at = self.clock.rfc3339();
-            self.store
-                .apply(vec![Mutation::upsert(queue_row(&key.ddb_id, &queued_at))])
-                .await?;
-        }
         // To the nanosecond: this proposal's own value, so that a
         // compare-and-set of unknown outcome is settled by a serial read
         // without taking a concurrent identical transition for this one
-        // (`CqlStore::settle_unknown_cas`).
+        // (`CqlStore::settle_unknown_cas`), and a drain of the outbox tells
+        // whether this change applied.
         let modified_at = self.clock.precise();
+        let intent = match feed {
+            Feed::By(actor) => {
+                Some(
+                    self.events
+                        .intend(actor, key, to, Some(expected), &modified_at),
+                )
+            }
+            Feed::Silent => None,
+        };
+        let mut first: Vec<Mutation> = intent.iter().map(|i| i.write()).collect();
+        // A release run queues its ids itself, page by page.
+        if matches!(feed, Feed::By(_))
+            && matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published)
+        {
+            let queued_at = self.clock.rfc3339();
+            first.push(Mutation::upsert(queue_row(&key.ddb_id, &queued_at)));
+        }
+        if !first.is_empty() {
+            self.store.apply(first).await?;
+        }
         let mut row = Row::new(&OBJECTS_KEYWORDS);
         row.values[..OBJECTS_KEYWORDS.key_len()].clone_from_slice(
             &key.base_key()
@@ -596,6 +629,11 @@ impl Assignments {
         let row = row
             .set("status", to.as_str())
             .set("modified_at", &modified_at);
+        let then = match &intent {
+            Some(i) => self.events.with_event(views_of(), i),
+            None => views_of(),
+        };
+        let began = self.events.now_ms();
         let outcome = self
             .store
             .cas_then(
@@ -604,12 +642,24 @@ impl Assignments {
                     condition: Condition::Equals(vec![("status", Some(expected.as_str().into()))]),
                     ttl: None,
                 },
-                views_of(),
+                then,
             )
             .await?;
         let current = outcome.current.as_ref().and_then(Assignment::from_row);
+        if !outcome.applied
+            && let Some(i) = &intent
+        {
+            self.events.abandon(i).await;
+        }
         match (outcome.applied, current) {
             (true, Some(a)) => {
+                if let Feed::By(actor) = feed {
+                    let change = Change::Assignment {
+                        assignment: a.clone(),
+                        previous: Some(expected),
+                    };
+                    self.events.committed(began, actor, change).await;
+                }
                 self.settle_views(a.clone()).await?;
                 Ok(a)
             }

@@ -49,10 +49,7 @@ impl Assignments {
                     published,
                     message: None,
                 };
-                self.store.apply(vec![Mutation::upsert(run.row())]).await?;
-                self.events
-                    .publish_or_log(who.sub.as_deref(), vec![Change::Release(run.clone())])
-                    .await;
+                self.record(who, &run).await?;
                 Ok(run)
             }
             Err(e) => {
@@ -63,15 +60,29 @@ impl Assignments {
                     published: 0,
                     message: Some(format!("{}: {}", e.code(), e.message())),
                 };
-                if let Err(record) = self.store.apply(vec![Mutation::upsert(run.row())]).await {
-                    tracing::error!(error = %record, "could not record a failed release run");
+                if let Err(record) = self.record(who, &run).await {
+                    tracing::error!(
+                        error = record.message(),
+                        "could not record a failed release run"
+                    );
                 }
-                self.events
-                    .publish_or_log(who.sub.as_deref(), vec![Change::Release(run.clone())])
-                    .await;
                 Err(e)
             }
         }
+    }
+
+    /// Records a run and its event, as one batch: a run is on the feed
+    /// exactly when it is recorded.
+    async fn record(&self, who: &Principal, run: &ReleaseRun) -> ApiResult<()> {
+        let change = Change::Release(run.clone());
+        let mut writes = vec![Mutation::upsert(run.row())];
+        writes.extend(self.events.writes(who.sub.as_deref(), vec![change.clone()]));
+        let began = self.events.now_ms();
+        self.store.apply(writes).await?;
+        self.events
+            .committed(began, who.sub.as_deref(), change)
+            .await;
+        Ok(())
     }
 
     async fn publish_accepted(&self, portal_id: &str) -> ApiResult<i64> {
@@ -110,7 +121,7 @@ impl Assignments {
                     &k,
                     AssignmentStatus::Accepted,
                     AssignmentStatus::Published,
-                    false,
+                    Feed::Silent,
                 )
                 .await
             })

@@ -7,20 +7,39 @@
 //! a subscriber that reconnects with the last event id it saw resumes from
 //! the table without a gap.
 //!
-//! Delivery is at least once: a tail and a resume read a few seconds behind
-//! the newest event (`LAG`), so an event written late by a slow or skewed
-//! instance is not skipped; an event can therefore come twice. Each event
-//! carries the assignment's whole state, so applying it twice changes nothing.
+//! Delivery is at least once: a tail and a resume read `lag` behind the
+//! newest event, so an event written late by a slow or skewed instance is not
+//! skipped; an event can therefore come twice. Each event carries the
+//! assignment's whole state, so applying it twice changes nothing.
+//!
+//! An assignment's event is written with its change: in the batch that
+//! follows the compare-and-set (one transaction on the embedded engine). So
+//! that a process that dies between the two on Cassandra (or a follow-up
+//! batch that fails) loses no event, the change is first recorded in
+//! `assignment_event_outbox`, and every instance drains that outbox once it
+//! has a subscriber (after a restart: as soon as clients reconnect) and
+//! every 10 s while it has any.
+//!
+//! Resumes read lazily, a page of a minute at a time, under one byte budget
+//! for the whole process, and skip empty minutes through
+//! `assignment_event_minutes`; resumes that need the same page at once (every
+//! subscriber after a burst too large for the broadcast) share one read.
+
+mod outbox;
+mod replay;
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, broadcast};
+use tokio::time::Instant;
 
+pub use self::outbox::{ASSIGNMENT_EVENT_OUTBOX, Intent};
+use self::outbox::{DRAIN_EVERY, Drained};
+use self::replay::{Budget, EventPage, Kept, Lower, Shared};
 use super::model::{Assignment, AssignmentStatus, ReleaseRun};
 use crate::common::Clock;
-use crate::error::{ApiError, ApiResult};
 use crate::store::ColumnType::{BigInt, Double, Text};
 use crate::store::{
     Bound, DynStore, Keyspace, Mutation, Order, Row, Slice, StoreError, Table, col,
@@ -52,14 +71,56 @@ pub static ASSIGNMENT_EVENTS: Table = Table {
     ],
 };
 
-/// How long events are kept (a subscriber away longer resumes from the oldest kept).
+/// The minutes of `assignment_events` that hold events, an hour per
+/// partition (at most 60 rows), written with every event: a resume lists an
+/// hour's busy minutes in one read instead of reading sixty partitions.
+pub static ASSIGNMENT_EVENT_MINUTES: Table = Table {
+    keyspace: Keyspace::Target,
+    name: "assignment_event_minutes",
+    partition_key: &[col("hour", BigInt)],
+    clustering: &[(col("minute", BigInt), Order::Asc)],
+    columns: &[],
+};
+
+/// The tables of the feed.
+pub static TABLES: &[&Table] = &[
+    &ASSIGNMENT_EVENTS,
+    &ASSIGNMENT_EVENT_MINUTES,
+    &ASSIGNMENT_EVENT_OUTBOX,
+];
+
+/// How long events are kept (and so the longest replay window).
 pub const EVENT_TTL: u32 = 24 * 3600;
-/// How far behind the newest event a tail or a resume reads again.
-const LAG_MS: i64 = 5_000;
-/// Rows read per slice of the feed.
-const SLICE: usize = 1_000;
-/// Events a resume replays at most; a subscriber further behind reloads.
-pub const REPLAY_MAX: usize = 10_000;
+/// Events the broadcast holds for its slowest subscriber; one that falls
+/// further behind resumes from the table.
+pub const BROADCAST: usize = 4096;
+/// Rows a tail reads per slice.
+const TAIL_SLICE: usize = 1_000;
+
+/// The feed's settings (`--replay-window`, `--replay-budget-bytes`, `--feed-lag`).
+#[derive(Clone, Debug)]
+pub struct FeedConfig {
+    /// How far behind the newest event a tail or a resume reads again, and
+    /// so how late an event may become visible and still be sent live.
+    pub lag: Duration,
+    /// How far back an `after` may be; older ones are REPLAY_TOO_OLD.
+    pub replay_window: Duration,
+    /// Bytes of replayed events all resumes of the process may hold at once.
+    pub replay_budget_bytes: usize,
+    /// How long a resume waits for budget before it is REPLAY_BUSY.
+    pub replay_wait: Duration,
+}
+
+impl Default for FeedConfig {
+    fn default() -> Self {
+        FeedConfig {
+            lag: Duration::from_secs(5),
+            replay_window: Duration::from_secs(3600),
+            replay_budget_bytes: 64 << 20,
+            replay_wait: Duration::from_secs(5),
+        }
+    }
+}
 
 /// Whether `id` has the form of an event id (`millis-random`: 13 digits, a
 /// dash, 16 hex digits).
@@ -71,6 +132,13 @@ pub fn is_event_id(id: &str) -> bool {
         && b[14..]
             .iter()
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+/// A new id at `millis` (`millis-random`): ids sort by time.
+fn new_id(millis: i64) -> String {
+    let mut random = [0u8; 8];
+    let _ = getrandom::fill(&mut random);
+    format!("{:013}-{:016x}", millis.max(0), u64::from_be_bytes(random))
 }
 
 /// What happened.
@@ -108,6 +176,33 @@ impl Event {
     /// When it was written (ms since the epoch), from its id.
     pub fn millis(&self) -> i64 {
         millis_of(&self.id).unwrap_or(0)
+    }
+
+    /// About what the event takes in memory (its strings and the structs
+    /// around them): what the replay budget counts.
+    fn bytes(&self) -> usize {
+        let text = match &self.change {
+            Change::Assignment { assignment: a, .. } => {
+                a.key.portal_id.len()
+                    + a.key.ddb_id.len()
+                    + a.key.keyword_id.len()
+                    + a.key.creator.len()
+                    + a.child_category_id.len()
+                    + a.created_at.len()
+                    + a.modified_at.len()
+            }
+            Change::Release(run) => {
+                run.portal_id.len() + run.time.len() + run.message.as_ref().map_or(0, String::len)
+            }
+            Change::Imported { portal_id, .. } => portal_id.len(),
+        };
+        // The Arc's counts, and an allocator's header per string.
+        std::mem::size_of::<Event>()
+            + 16
+            + 9 * 16
+            + self.id.len()
+            + text
+            + self.actor.as_ref().map_or(0, String::len)
     }
 
     fn row(&self) -> Row {
@@ -216,12 +311,57 @@ fn floor_id(millis: i64) -> String {
     format!("{:013}", millis.max(0))
 }
 
-struct Follow {
-    events: Events,
-    rx: broadcast::Receiver<Arc<Event>>,
-    backlog: VecDeque<Arc<Event>>,
-    sent: BTreeSet<String>,
-    last: Option<String>,
+fn minute_of(millis: i64) -> i64 {
+    millis.div_euclid(60_000)
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The writes that append `changes` as events at `clock`'s now, with the
+/// minute index row they need.
+fn event_writes(clock: &Clock, actor: Option<&str>, changes: Vec<Change>) -> Vec<Mutation> {
+    let now = (clock.now().unix_timestamp_nanos() / 1_000_000) as i64;
+    let mut writes: Vec<Mutation> = changes
+        .into_iter()
+        .map(|change| {
+            let event = Event {
+                id: new_id(now),
+                actor: actor.map(str::to_owned),
+                change,
+            };
+            Mutation::Upsert {
+                row: event.row(),
+                ttl: Some(EVENT_TTL),
+            }
+        })
+        .collect();
+    if !writes.is_empty() {
+        let minute = minute_of(now);
+        writes.push(Mutation::Upsert {
+            row: Row::new(&ASSIGNMENT_EVENT_MINUTES)
+                .set("hour", minute.div_euclid(60))
+                .set("minute", minute),
+            ttl: Some(EVENT_TTL),
+        });
+    }
+    writes
+}
+
+/// What the tail sent in one pass: a subscriber that missed events of it
+/// reads them from the table as of after `read_at`, from `window_from`, up to
+/// `upto`.
+struct Pass {
+    read_at: Instant,
+    window_from: i64,
+    upto: String,
+}
+
+#[derive(Clone)]
+struct Live {
+    event: Arc<Event>,
+    pass: Arc<Pass>,
 }
 
 /// Appends events and tails them: one per server process (cheap to clone).
@@ -229,176 +369,116 @@ struct Follow {
 pub struct Events {
     store: DynStore,
     clock: Clock,
-    tx: broadcast::Sender<Arc<Event>>,
+    config: FeedConfig,
+    tx: broadcast::Sender<Live>,
     poke: Arc<Notify>,
+    budget: Budget,
+    pages: Arc<Shared<(i64, Lower), EventPage>>,
+    /// Pages kept after their readers moved on (see `KEEP_FOR`).
+    kept: Arc<Kept>,
+    hours: Arc<Shared<i64, Vec<i64>>>,
 }
 
 impl Events {
     pub fn new(store: DynStore, clock: Clock) -> Self {
-        let (tx, _) = broadcast::channel(4096);
+        Self::with_config(store, clock, FeedConfig::default())
+    }
+
+    pub fn with_config(store: DynStore, clock: Clock, config: FeedConfig) -> Self {
+        let (tx, _) = broadcast::channel(BROADCAST);
         Events {
             store,
             clock,
+            budget: Budget::new(config.replay_budget_bytes),
+            config,
             tx,
             poke: Arc::new(Notify::new()),
+            pages: Arc::new(Shared::new()),
+            kept: Arc::new(Mutex::new(VecDeque::new())),
+            hours: Arc::new(Shared::new()),
         }
     }
 
+    pub fn config(&self) -> &FeedConfig {
+        &self.config
+    }
+
     /// Milliseconds since the epoch, by this feed's clock (event ids' time).
-    fn now_ms(&self) -> i64 {
+    pub fn now_ms(&self) -> i64 {
         (self.clock.now().unix_timestamp_nanos() / 1_000_000) as i64
     }
 
-    /// Appends one event per change, as one write; the feed of this process
-    /// is told at once (other instances see it at their next tail).
+    fn lag_ms(&self) -> i64 {
+        millis(self.config.lag)
+    }
+
+    /// The writes that append `changes` (to go into the batch of the change
+    /// they report).
+    pub fn writes(&self, actor: Option<&str>, changes: Vec<Change>) -> Vec<Mutation> {
+        event_writes(&self.clock, actor, changes)
+    }
+
+    /// Appends one event per change; the feed of this process is told at
+    /// once (other instances see it at their next tail).
     pub async fn publish(
         &self,
         actor: Option<&str>,
         changes: Vec<Change>,
     ) -> Result<(), StoreError> {
-        if changes.is_empty() {
+        let writes = self.writes(actor, changes);
+        if writes.is_empty() {
             return Ok(());
         }
-        let millis = self.now_ms();
-        let batch = changes
-            .into_iter()
-            .map(|change| {
-                let mut random = [0u8; 8];
-                let _ = getrandom::fill(&mut random);
-                let event = Event {
-                    id: format!("{millis:013}-{:016x}", u64::from_be_bytes(random)),
-                    actor: actor.map(str::to_owned),
-                    change,
-                };
-                Mutation::Upsert {
-                    row: event.row(),
-                    ttl: Some(EVENT_TTL),
-                }
-            })
-            .collect();
-        self.store.write_bulk(batch).await?;
+        self.store.write_bulk(writes).await?;
         self.poke.notify_one();
         Ok(())
     }
 
-    /// Publishes, logging a failure instead of returning it: the change itself
-    /// is stored, and a subscriber catches up on its next reload.
+    /// Publishes, logging a failure instead of returning it: for an import's
+    /// counts, written after its rows (a subscriber sees them on its next reload).
     pub async fn publish_or_log(&self, actor: Option<&str>, changes: Vec<Change>) {
         if let Err(e) = self.publish(actor, changes).await {
             tracing::warn!(error = %e, "an assignment event was not written");
         }
     }
 
-    /// Every event with an id after `after` (at least once: from `LAG` before
-    /// it), oldest first, at most `limit`.
-    pub async fn since(&self, after: &str, limit: usize) -> Result<Vec<Event>, StoreError> {
-        let from = millis_of(after).unwrap_or(0) - LAG_MS;
-        let now = self.now_ms();
-        let from = from.max(now - i64::from(EVENT_TTL) * 1000);
-        self.read(from, now, limit).await
-    }
-
-    /// Events from `from_ms` to `to_ms` (by id time), oldest first.
-    async fn read(&self, from_ms: i64, to_ms: i64, limit: usize) -> Result<Vec<Event>, StoreError> {
+    /// The intent of a change of `key` to `status` stamped `modified_at`:
+    /// write it ([`Intent::write`]) before the change, and make the change
+    /// Events from `from_ms` to `to_ms` (by id time), oldest first: the tail's read.
+    async fn read(&self, from_ms: i64, to_ms: i64) -> Result<Vec<Event>, StoreError> {
         let mut out = Vec::new();
-        let mut minute = from_ms / 60_000;
-        while minute <= to_ms / 60_000 && out.len() < limit {
-            let mut cursor = None;
+        for minute in minute_of(from_ms)..=minute_of(to_ms) {
+            let mut lower = Bound::Inclusive(floor_id(from_ms).into());
             loop {
                 let slice = Slice::partition(vec![minute.into()])
-                    .lower(Bound::Inclusive(floor_id(from_ms).into()))
-                    .limit(SLICE)
-                    .after(cursor);
+                    .lower(lower)
+                    .limit(TAIL_SLICE);
                 let page = self.store.slice(&ASSIGNMENT_EVENTS, &slice).await?;
                 out.extend(page.rows.iter().filter_map(Event::from_row));
-                cursor = page.next;
-                if cursor.is_none() || out.len() >= limit {
-                    break;
+                match (page.next, page.rows.last()) {
+                    (Some(_), Some(last)) => lower = Bound::Exclusive(last.string("id").into()),
+                    _ => break,
                 }
             }
-            minute += 1;
         }
-        out.truncate(limit);
         Ok(out)
     }
 
-    /// Every event from now on, or with `after` (an event id) from then on,
-    /// without a gap and with no event twice in a row of the window: the
-    /// receiver is taken before the replay is read, and a subscriber that
-    /// falls behind the broadcast reads the table again from its last event.
-    /// An `after` that is no event id is BAD_USER_INPUT; one further back
-    /// than `REPLAY_MAX` events too (the client reloads instead).
-    pub async fn follow(
-        &self,
-        after: Option<String>,
-    ) -> ApiResult<impl futures::Stream<Item = Arc<Event>> + Send + 'static> {
-        let rx = self.tx.subscribe();
-        let backlog = match &after {
-            Some(id) if !is_event_id(id) => {
-                return Err(ApiError::bad_input("`after` is not an event id"));
-            }
-            Some(id) => {
-                let replay = self.since(id, REPLAY_MAX + 1).await?;
-                if replay.len() > REPLAY_MAX {
-                    return Err(ApiError::bad_input(format!(
-                        "more than {REPLAY_MAX} changes since that event: load the page again and subscribe without `after`"
-                    )));
-                }
-                replay
-            }
-            None => Vec::new(),
-        };
-        let state = Follow {
-            events: self.clone(),
-            rx,
-            backlog: backlog.into_iter().map(Arc::new).collect(),
-            sent: BTreeSet::new(),
-            last: after,
-        };
-        Ok(futures::stream::unfold(state, |mut st| async move {
-            loop {
-                if let Some(e) = st.backlog.pop_front() {
-                    if st.sent.insert(e.id.clone()) {
-                        // Ids older than the window are never offered again.
-                        let floor = floor_id(e.millis() - 2 * LAG_MS);
-                        st.sent = st.sent.split_off(&floor);
-                        st.last = Some(e.id.clone());
-                        return Some((e, st));
-                    }
-                    continue;
-                }
-                match st.rx.recv().await {
-                    Ok(e) => st.backlog.push_back(e),
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let from = st
-                            .last
-                            .clone()
-                            .unwrap_or_else(|| floor_id(st.events.now_ms()));
-                        match st.events.since(&from, REPLAY_MAX + 1).await {
-                            // Too far behind: the stream ends; a resume with
-                            // the last id says so, and the client reloads.
-                            Ok(v) if v.len() > REPLAY_MAX => return None,
-                            Ok(v) => st.backlog.extend(v.into_iter().map(Arc::new)),
-                            Err(e) => {
-                                tracing::warn!(error = %e, "a subscriber could not catch up");
-                                return None;
-                            }
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        }))
-    }
-
     /// Tails the table while anyone listens: every `every`, or at once after a
-    /// local publish, reads the last `LAG` of events and sends the ones not
-    /// sent before, in id order.
+    /// local write, reads the last `lag` of events and sends the ones not
+    /// sent before, in id order. Drains the outbox on its first pass with a
+    /// listener, and every `DRAIN_EVERY` while anyone listens.
     pub fn spawn_tail(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let events = self.clone();
         tokio::spawn(async move {
+            let mut drained = Drained::default();
+            // Drains run where someone may want their events: the first
+            // pass with a subscriber (after a restart, the reconnected
+            // ones) and every `DRAIN_EVERY` while there is one.
+            let mut last_drain: Option<Instant> = None;
             // The ids sent that a later read of the window may find again.
             let mut sent: BTreeSet<String> = BTreeSet::new();
+            let mut upto = String::new();
             loop {
                 tokio::select! {
                     _ = events.poke.notified() => {}
@@ -408,21 +488,42 @@ impl Events {
                     sent.clear();
                     continue;
                 }
+                if last_drain.is_none_or(|at| at.elapsed() >= DRAIN_EVERY) {
+                    events.drain_or_log(&mut drained).await;
+                    last_drain = Some(Instant::now());
+                }
                 let now = events.now_ms();
-                let fresh = match events.read(now - LAG_MS, now + LAG_MS, 100_000).await {
+                let lag = events.lag_ms();
+                let fresh = match events.read(now - lag, now + lag).await {
                     Ok(f) => f,
                     Err(e) => {
                         tracing::warn!(error = %e, "the assignment event tail could not read");
                         continue;
                     }
                 };
+                let fresh: Vec<Event> = fresh
+                    .into_iter()
+                    .filter(|e| !sent.contains(&e.id))
+                    .collect();
+                if let Some(newest) = fresh.iter().map(|e| &e.id).max()
+                    && *newest > upto
+                {
+                    upto = newest.clone();
+                }
+                let pass = Arc::new(Pass {
+                    read_at: Instant::now(),
+                    window_from: now - lag,
+                    upto: upto.clone(),
+                });
                 for event in fresh {
-                    if sent.insert(event.id.clone()) {
-                        let _ = events.tx.send(Arc::new(event));
-                    }
+                    sent.insert(event.id.clone());
+                    let _ = events.tx.send(Live {
+                        event: Arc::new(event),
+                        pass: pass.clone(),
+                    });
                 }
                 // What is older than the window is never read again.
-                sent = sent.split_off(&floor_id(now - 2 * LAG_MS));
+                sent = sent.split_off(&floor_id(now - 2 * lag));
             }
         })
     }
