@@ -3,16 +3,17 @@
 //! the release queue with its runs.
 //!
 //! Write order (a crash can stop a request between any two steps):
-//! 1. ids that must reach the search index are enqueued first, so a crash after
-//!    the status change cannot lose them (an extra entry only costs a reindex);
-//! 2. the base row changes under a lightweight transaction, the only point where
+//! 1. the base row changes under a lightweight transaction, the only point where
 //!    concurrent writers are ordered (Cassandra cannot put an LWT and other
 //!    tables in one batch);
-//! 3. one logged batch writes the five query tables, then the base row is read
-//!    again: if another writer changed it meanwhile, the query tables are written
-//!    again from what is there now. A crash between 2 and 3 leaves stale query
-//!    rows; the next write of that assignment, a conflicting retry, or
-//!    `repair-views` heals them.
+//! 2. one logged batch writes the five query tables and, for a change that must
+//!    reach the search index, the ddb id's release-queue row (only a change
+//!    that applied is queued: a refused or conflicting one never is); then the
+//!    base row is read again: if another writer changed it meanwhile, the
+//!    query tables are written again from what is there now. On the embedded
+//!    store 1 and 2 are one transaction. On Cassandra a crash between them
+//!    leaves stale query rows (the next write of that assignment, a
+//!    conflicting retry, or `repair-views` heals them) and the id unqueued.
 
 mod release;
 
@@ -321,7 +322,7 @@ impl Assignments {
                     condition: Condition::NotExists,
                     ttl: None,
                 },
-                views_of(),
+                views_of(None),
             )
             .await?;
         if outcome.applied {
@@ -521,7 +522,7 @@ impl Assignments {
     ) -> ApiResult<Assignment> {
         check_transition(who, expected, to)?;
         check_key(key)?;
-        let a = self.change_status(key, expected, to, true).await?;
+        let a = self.change_status(key, expected, to).await?;
         let change = Change::Assignment {
             assignment: a.clone(),
             previous: Some(expected),
@@ -548,7 +549,7 @@ impl Assignments {
         }
         let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
             let r = match check_key(&k) {
-                Ok(()) => self.change_status(&k, expected, to, true).await,
+                Ok(()) => self.change_status(&k, expected, to).await,
                 Err(e) => Err(e),
             };
             (k, r)
@@ -573,14 +574,9 @@ impl Assignments {
         key: &AssignmentKey,
         expected: AssignmentStatus,
         to: AssignmentStatus,
-        enqueue: bool,
     ) -> ApiResult<Assignment> {
-        if enqueue && matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published) {
-            let queued_at = self.clock.rfc3339();
-            self.store
-                .apply(vec![Mutation::upsert(queue_row(&key.ddb_id, &queued_at))])
-                .await?;
-        }
+        let queued = matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published)
+            .then(|| queue_row(&key.ddb_id, &self.clock.rfc3339()));
         // To the nanosecond: this proposal's own value, so that a
         // compare-and-set of unknown outcome is settled by a serial read
         // without taking a concurrent identical transition for this one
@@ -604,7 +600,7 @@ impl Assignments {
                     condition: Condition::Equals(vec![("status", Some(expected.as_str().into()))]),
                     ttl: None,
                 },
-                views_of(),
+                views_of(queued),
             )
             .await?;
         let current = outcome.current.as_ref().and_then(Assignment::from_row);
@@ -771,13 +767,16 @@ impl Assignments {
 #[cfg(test)]
 mod tests;
 
-/// The query rows of the assignment a base row holds, for
-/// [`crate::store::Store::cas_then`]: written with the row, atomically on the
-/// embedded engine.
-fn views_of() -> crate::store::Heal {
-    std::sync::Arc::new(|row| {
-        Assignment::from_row(row)
+/// The query rows of the assignment a base row holds, and the release-queue
+/// row `queued` if the change must reach the search index, for
+/// [`crate::store::Store::cas_then`]: written with the row (atomically on the
+/// embedded engine), and only if its compare-and-set applied.
+fn views_of(queued: Option<Row>) -> crate::store::Heal {
+    std::sync::Arc::new(move |row| {
+        let mut writes = Assignment::from_row(row)
             .map(|a| a.view_batch())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        writes.extend(queued.clone().map(Mutation::upsert));
+        writes
     })
 }
