@@ -503,11 +503,13 @@ impl Themes {
         categories: &HashMap<String, Category>,
         gnd: &HashMap<String, GndEntity>,
     ) -> ApiResult<Vec<(usize, ApiResult<Keyword>)>> {
-        self.store
-            .write_bulk(drafts.iter().flat_map(|d| d.delta.clone()).collect())
-            .await?;
-        let (fresh, changed): (Vec<Draft>, Vec<Draft>) =
+        let (mut fresh, changed): (Vec<Draft>, Vec<Draft>) =
             drafts.into_iter().partition(|d| d.current.is_none());
+        // A new keyword's index rows are written once; a changed one's again
+        // after its compare-and-set.
+        let mut index: Vec<Mutation> = fresh.iter_mut().flat_map(|d| d.delta.drain(..)).collect();
+        index.extend(changed.iter().flat_map(|d| d.delta.iter().cloned()));
+        self.store.write_bulk(index).await?;
         let mut won = Vec::new();
         let mut lost = Vec::new();
         let mut out = Vec::new();
