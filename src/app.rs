@@ -122,7 +122,8 @@ impl App {
         binaries: Binaries,
         crawl: Crawl,
     ) -> Arc<Self> {
-        let themes = Themes::new(store.clone());
+        let themes = Themes::new(store.clone())
+            .with_max_category_depth(limits.vocabulary.max_category_depth.into());
         let suggestions = Suggestions::new(store.clone());
         let socket_bound = limits.max_connections.max(1);
         let assignments = Assignments::new(store.clone());

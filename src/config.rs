@@ -367,6 +367,26 @@ pub struct Limits {
     /// (or of a WebSocket's messages) before it closes the connection.
     #[arg(long, env = "KARTEI_WRITE_TIMEOUT", default_value_t = 30)]
     pub write_timeout: u64,
+    #[command(flatten)]
+    pub vocabulary: VocabularyLimits,
+}
+
+/// What the vocabulary may hold (`serve` and `import-vocabulary`).
+#[derive(Args, Debug, Clone)]
+pub struct VocabularyLimits {
+    /// Deepest category, in levels (a portal is level 1): a category stores
+    /// its ancestors and a keyword an index row under each of them, so the
+    /// store grows with depth × items. A deeper one is refused (BAD_USER_INPUT).
+    #[arg(long, env = "KARTEI_MAX_CATEGORY_DEPTH", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_category_depth: u16,
+}
+
+impl Default for VocabularyLimits {
+    fn default() -> Self {
+        VocabularyLimits {
+            max_category_depth: 16,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -384,6 +404,7 @@ impl Default for Limits {
             header_timeout: 10,
             body_timeout: 30,
             write_timeout: 30,
+            vocabulary: VocabularyLimits::default(),
         }
     }
 }
@@ -397,6 +418,8 @@ pub struct ImportArgs {
     /// How many records are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 16)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub vocabulary: VocabularyLimits,
 }
 
 #[derive(Args, Debug, Clone)]

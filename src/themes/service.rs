@@ -121,10 +121,17 @@ fn clean_list(what: &str, items: Vec<String>, labels: bool) -> ApiResult<Vec<Str
     Ok(out)
 }
 
+/// How deep a category may be (a portal is level 1) unless configured
+/// otherwise (`--max-category-depth`): a category stores its ancestors and a
+/// keyword a row in each of its categories' ancestors, so the store grows
+/// with depth × items.
+pub const DEFAULT_MAX_CATEGORY_DEPTH: usize = 16;
+
 #[derive(Clone)]
 pub struct Themes {
     store: DynStore,
     clock: Clock,
+    max_category_depth: usize,
 }
 
 impl Themes {
@@ -132,6 +139,15 @@ impl Themes {
         Themes {
             store,
             clock: Clock::system(),
+            max_category_depth: DEFAULT_MAX_CATEGORY_DEPTH,
+        }
+    }
+
+    /// The same service refusing categories deeper than `levels` (a portal is level 1).
+    pub fn with_max_category_depth(self, levels: usize) -> Self {
+        Themes {
+            max_category_depth: levels.max(1),
+            ..self
         }
     }
 
@@ -312,6 +328,13 @@ impl Themes {
                 a
             }
         };
+        let depth = ancestor_ids.len() + 1;
+        if depth > self.max_category_depth {
+            return Err(ApiError::bad_input(format!(
+                "category {} would be at level {depth} (a portal is level 1); the maximum category depth is {} (setting --max-category-depth, KARTEI_MAX_CATEGORY_DEPTH)",
+                input.id, self.max_category_depth
+            )));
+        }
         let category = Category {
             id: input.id,
             parent_id,
