@@ -12,8 +12,10 @@
 //!    base row is read again: if another writer changed it meanwhile, the
 //!    query tables are written again from what is there now. On the embedded
 //!    store 1 and 2 are one transaction. On Cassandra a crash between them
-//!    leaves stale query rows (the next write of that assignment, a
-//!    conflicting retry, or `repair-views` heals them) and the id unqueued.
+//!    leaves stale query rows and the id unqueued: the next write of that
+//!    assignment, a retry of the same change (which finds it made, its
+//!    status row not written, and queues the id), or `repair-views` heals
+//!    them.
 
 mod release;
 
@@ -575,7 +577,8 @@ impl Assignments {
         expected: AssignmentStatus,
         to: AssignmentStatus,
     ) -> ApiResult<Assignment> {
-        let queued = matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published)
+        let queued = to
+            .reindexes()
             .then(|| queue_row(&key.ddb_id, &self.clock.rfc3339()));
         // To the nanosecond: this proposal's own value, so that a
         // compare-and-set of unknown outcome is settled by a serial read
@@ -612,6 +615,15 @@ impl Assignments {
             (true, None) => Err(ApiError::Internal),
             (false, None) => Err(ApiError::NotFound("assignment".into())),
             (false, Some(c)) => {
+                if c.status == to && to.reindexes() && !self.views_written(&c).await? {
+                    // This very change, whose writes after its compare-and-set
+                    // have not landed (lost to a crash, on Cassandra): its
+                    // queue row went with them.
+                    let queued_at = self.clock.rfc3339();
+                    self.store
+                        .apply(vec![Mutation::upsert(queue_row(&c.key.ddb_id, &queued_at))])
+                        .await?;
+                }
                 self.sync_views(c.clone()).await?;
                 Err(conflict(
                     &c,
@@ -642,6 +654,17 @@ impl Assignments {
             }
         }
         Ok(())
+    }
+
+    /// Does the status query table hold `a`'s row as it is (written by the
+    /// same batch as the release-queue row of the change that made it)?
+    async fn views_written(&self, a: &Assignment) -> ApiResult<bool> {
+        let row = a.row(&OBJECTS_KEYWORDS_STATUS);
+        let found = self
+            .store
+            .get(&OBJECTS_KEYWORDS_STATUS, &row.key()?)
+            .await?;
+        Ok(found.as_ref() == Some(&row))
     }
 
     /// The base row of `a` as stored now, if it differs from `a`.
