@@ -148,7 +148,8 @@ impl App {
         binaries: Binaries,
         crawl: Crawl,
     ) -> Arc<Self> {
-        let themes = Themes::new(store.clone());
+        let themes = Themes::new(store.clone())
+            .with_max_category_depth(limits.vocabulary.max_category_depth.into());
         let suggestions = Suggestions::new(store.clone());
         let assignments = Assignments::new(store.clone()).with_feed(feed(&limits.feed));
         assignments.events().spawn_tail(Duration::from_millis(250));

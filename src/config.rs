@@ -418,6 +418,8 @@ pub struct Limits {
     pub max_response_bytes: usize,
     #[command(flatten)]
     pub feed: FeedArgs,
+    #[command(flatten)]
+    pub vocabulary: VocabularyLimits,
 }
 
 /// The assignment change feed behind subscriptions: how far back a resume
@@ -469,6 +471,24 @@ fn parse_feed_lag(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
+/// What the vocabulary may hold (`serve` and `import-vocabulary`).
+#[derive(Args, Debug, Clone)]
+pub struct VocabularyLimits {
+    /// Deepest category, in levels (a portal is level 1): a category stores
+    /// its ancestors and a keyword an index row under each of them, so the
+    /// store grows with depth × items. A deeper one is refused (BAD_USER_INPUT).
+    #[arg(long, env = "KARTEI_MAX_CATEGORY_DEPTH", default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    pub max_category_depth: u16,
+}
+
+impl Default for VocabularyLimits {
+    fn default() -> Self {
+        VocabularyLimits {
+            max_category_depth: 16,
+        }
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
@@ -490,6 +510,7 @@ impl Default for Limits {
             reserved_for_tokens: 25,
             max_response_bytes: 16 << 20,
             feed: FeedArgs::default(),
+            vocabulary: VocabularyLimits::default(),
         }
     }
 }
@@ -503,6 +524,8 @@ pub struct ImportArgs {
     /// How many records are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 16)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub vocabulary: VocabularyLimits,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -124,7 +124,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| usage(e.to_string()))?;
     let store = open_store(&config).await?;
     if args.demo {
-        let themes = Themes::new(store.clone());
+        let themes = Themes::new(store.clone())
+            .with_max_category_depth(args.limits.vocabulary.max_category_depth.into());
         if themes
             .portals()
             .await
@@ -241,7 +242,8 @@ async fn import_vocabulary(args: ImportArgs) -> anyhow::Result<ExitCode> {
     let file = std::fs::File::open(&args.file)
         .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
     let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let themes = Themes::new(store);
+    let themes =
+        Themes::new(store).with_max_category_depth(args.vocabulary.max_category_depth.into());
     let report = import::import(&themes, std::io::BufReader::new(file), args.concurrency).await?;
     Ok(import_outcome(
         &args.file,

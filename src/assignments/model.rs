@@ -184,6 +184,14 @@ impl AssignmentStatus {
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|x| x.as_str() == s)
     }
+
+    /// Does reaching this status change the search index (the ddb id is queued)?
+    pub fn reindexes(self) -> bool {
+        matches!(
+            self,
+            AssignmentStatus::Published | AssignmentStatus::Deleted
+        )
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, async_graphql::Enum)]

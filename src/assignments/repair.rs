@@ -4,9 +4,11 @@
 //! many assignments there are.
 //!
 //! Two passes: the base table, looking up each assignment's five expected rows
-//! (missing or different rows are rewritten); then each query table, looking up
-//! each row's base assignment (rows with no such assignment, or under another
-//! status, are deleted).
+//! (missing or different rows are rewritten, and a PUBLISHED or DELETED one
+//! whose status row was lost is queued for the reindexer again: the change
+//! wrote both in one batch); then each query table, looking up each row's
+//! base assignment (rows with no such assignment, or under another status,
+//! are deleted).
 
 use std::collections::BTreeMap;
 
@@ -91,6 +93,7 @@ pub async fn repair_views(
         report.tables.insert(t.name, TableReport::default());
     }
     let in_scope = |r: &Row| portal.is_none_or(|p| r.text("top_level_category_id") == Some(p));
+    let queued_at = crate::common::Clock::system().rfc3339();
 
     // Pass 1: every assignment's expected rows exist with the right values.
     let mut after = None;
@@ -113,11 +116,16 @@ pub async fn repair_views(
                 .collect::<Result<Vec<_>, _>>()?;
             let found = store.get_many(t, &keys).await?;
             let entry = report.tables.get_mut(t.name).expect("every view");
-            for (want, got) in expected.into_iter().zip(found) {
+            for ((a, want), got) in assignments.iter().zip(expected).zip(found) {
                 match got {
                     None => entry.missing += 1,
                     Some(g) if g != want => entry.different += 1,
                     Some(_) => continue,
+                }
+                // The status row and the release-queue row of a change that
+                // must reach the search index are one batch: one lost, both.
+                if t.name == OBJECTS_KEYWORDS_STATUS.name && a.status.reindexes() {
+                    fixes.push(Mutation::upsert(queue_row(&a.key.ddb_id, &queued_at)));
                 }
                 fixes.push(Mutation::upsert(want));
             }

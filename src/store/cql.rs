@@ -322,8 +322,8 @@ impl CqlStore {
                 // An empty list is written as null and reads back as one.
                 Some(Value::TextList(l)) if l.is_empty() => cur.values[i].is_none(),
                 Some(v) => cur.values[i].as_ref() == Some(v),
-                // An insert writes its nulls too; an update leaves them.
-                None => !matches!(cas.condition, Condition::NotExists) || cur.values[i].is_none(),
+                // An insert or a replacement writes its nulls too; an update leaves them.
+                None => matches!(cas.condition, Condition::Equals(_)) || cur.values[i].is_none(),
             })
         });
         // Not applied, and the condition still holds: the proposal was never
@@ -331,12 +331,14 @@ impl CqlStore {
         // no conflict to report: the caller should simply try again.
         let condition_holds = match &cas.condition {
             Condition::NotExists => current.is_none(),
-            Condition::Equals(expected) => expected.iter().all(|(name, want)| {
-                let have = table
-                    .index_of(name)
-                    .and_then(|i| current.as_ref().and_then(|c| c.values[i].as_ref()));
-                have == want.as_ref()
-            }),
+            Condition::Equals(expected) | Condition::Replaces(expected) => {
+                expected.iter().all(|(name, want)| {
+                    let have = table
+                        .index_of(name)
+                        .and_then(|i| current.as_ref().and_then(|c| c.values[i].as_ref()));
+                    have == want.as_ref()
+                })
+            }
         };
         if !applied && condition_holds {
             tracing::warn!(
@@ -806,13 +808,14 @@ impl Store for CqlStore {
                 values.push(ttl);
                 (cql, values)
             }
-            Condition::Equals(expected) => {
+            Condition::Equals(expected) | Condition::Replaces(expected) => {
+                let replace = matches!(cas.condition, Condition::Replaces(_));
                 let mut sets = Vec::new();
                 let mut values = vec![ttl];
                 for i in table.key_len()..table.width() {
-                    if let Some(v) = &cas.row.values[i] {
+                    if replace || cas.row.values[i].is_some() {
                         sets.push(format!("{} = ?", table.column(i).name));
-                        values.push(to_cql(&Some(v.clone())));
+                        values.push(to_cql(&cas.row.values[i]));
                     }
                 }
                 values.extend(key_values(&key));

@@ -207,6 +207,9 @@ pub enum Condition {
     /// The row's columns must have these values (as in CQL, a missing row has only
     /// nulls, so `(c, None)` conditions apply to it); the write updates the given columns.
     Equals(Vec<(&'static str, Option<Value>)>),
+    /// As `Equals`, but the write replaces every non-key column, a `None` one
+    /// with null: a conditional upsert of the whole row.
+    Replaces(Vec<(&'static str, Option<Value>)>),
 }
 
 /// A compare-and-set (lightweight transaction) on one row.
@@ -214,6 +217,7 @@ pub enum Condition {
 pub struct Cas {
     /// For `NotExists`: the row to insert. For `Equals`: the key plus the columns to set
     /// (every non-key column that is `Some` is written; `None` columns are left as they are).
+    /// For `Replaces`: the row as it is to be.
     pub row: Row,
     pub condition: Condition,
     pub ttl: Option<u32>,
@@ -229,7 +233,7 @@ impl Cas {
         }
         self.row.validate()?;
         let table = self.row.table;
-        if let Condition::Equals(expected) = &self.condition {
+        if let Condition::Equals(expected) | Condition::Replaces(expected) = &self.condition {
             // Cassandra gives an update's TTL to the cells it sets, the
             // embedded engine to the row: refused rather than different.
             if self.ttl.is_some() {
@@ -237,9 +241,10 @@ impl Cas {
                     "a conditional update cannot set a TTL".into(),
                 ));
             }
-            if self.row.values[table.key_len()..]
-                .iter()
-                .all(Option::is_none)
+            if matches!(self.condition, Condition::Equals(_))
+                && self.row.values[table.key_len()..]
+                    .iter()
+                    .all(Option::is_none)
             {
                 return Err(StoreError::Invalid(
                     "a conditional update must set a column".into(),

@@ -329,7 +329,8 @@ pub struct ThemesMutation;
 #[Object]
 impl ThemesMutation {
     /// Creates or replaces a category (admin). Moving a category that has
-    /// children or keywords is refused.
+    /// children or keywords is refused, and so is a category deeper than the
+    /// server's maximum category depth (a portal is level 1; 16 by default).
     async fn upsert_category(
         &self,
         ctx: &Context<'_>,
@@ -354,6 +355,9 @@ impl ThemesMutation {
         Ok(ID(themes(ctx).delete_category(caller(ctx), &id).await?))
     }
     /// Creates or replaces a keyword (admin). Its hierarchy and index rows are derived by the server.
+    /// Two calls for one keyword at once never mix: one is written whole after the other (the
+    /// one that finds the keyword changed writes again over it); CONFLICT only if it keeps
+    /// changing meanwhile.
     async fn upsert_keyword(
         &self,
         ctx: &Context<'_>,

@@ -209,18 +209,18 @@ pub async fn import(
         }
     }
 
-    // Parents first: each round writes the categories whose parent is already stored.
+    // Parents first: each round writes the categories whose parent is
+    // already stored. A category that fails takes every category below it
+    // in the file with it at once, so a deep chain costs at most
+    // `--max-category-depth` rounds, not one per level.
     let in_file: HashMap<String, usize> =
         categories.iter().map(|(n, c)| (c.id.clone(), *n)).collect();
     let mut done: HashSet<String> = HashSet::new();
-    let mut failed: HashSet<String> = HashSet::new();
     let mut pending = categories;
     while !pending.is_empty() {
         let (ready, waiting): (Vec<_>, Vec<_>) =
             pending.into_iter().partition(|(_, c)| match &c.parent_id {
-                Some(p) if !p.trim().is_empty() => {
-                    done.contains(p) || !in_file.contains_key(p) || failed.contains(p)
-                }
+                Some(p) if !p.trim().is_empty() => done.contains(p) || !in_file.contains_key(p),
                 _ => true,
             });
         if ready.is_empty() {
@@ -232,24 +232,12 @@ pub async fn import(
             }
             break;
         }
-        let failed_before = &failed;
         let results = bounded(ready, concurrency, |(n, c)| async move {
             let id = c.id.clone();
-            let parent_failed = c
-                .parent_id
-                .as_ref()
-                .is_some_and(|p| failed_before.contains(p));
-            let r = if parent_failed {
-                Err(format!(
-                    "parent category {} could not be imported",
-                    c.parent_id.clone().unwrap_or_default()
-                ))
-            } else {
-                themes.upsert_category(who, c).await.map_err(message)
-            };
-            (n, id, r)
+            (n, id, themes.upsert_category(who, c).await.map_err(message))
         })
         .await;
+        let mut failed = Vec::new();
         for (n, id, r) in results {
             progress.tick();
             match r {
@@ -259,11 +247,26 @@ pub async fn import(
                 }
                 Err(e) => {
                     report.errors.push((n, e));
-                    failed.insert(id);
+                    failed.push(id);
                 }
             }
         }
-        pending = waiting;
+        let mut below: HashMap<String, Vec<(usize, CategoryInput)>> = HashMap::new();
+        for (n, c) in waiting {
+            let parent = c.parent_id.clone().unwrap_or_default();
+            below.entry(parent).or_default().push((n, c));
+        }
+        while let Some(parent) = failed.pop() {
+            for (n, c) in below.remove(&parent).unwrap_or_default() {
+                progress.tick();
+                report
+                    .errors
+                    .push((n, format!("parent category {parent} could not be imported")));
+                failed.push(c.id);
+            }
+        }
+        pending = below.into_values().flatten().collect();
+        pending.sort_by_key(|(n, _)| *n);
     }
 
     // Keywords in chunks: one bulk upsert each, two chunks in flight.

@@ -308,6 +308,157 @@ async fn the_workflow_follows_the_transition_table(engine: Engine) {
     check_views(&srv.store, &v.p).await;
 }
 
+/// Issue 30: the ids of transitions that failed (CONFLICT, NOT_FOUND,
+/// INVALID_TRANSITION) went into the reindexer's queue with the applied ones.
+async fn a_bulk_transition_queues_only_the_objects_whose_transition_applied(engine: Engine) {
+    let srv = server(engine).await;
+    let v = vocabulary(&srv.store).await;
+    let contributor = srv.token_as("carla", &["contributor"]);
+    let editor = srv.token_as("erik", &["editor"]);
+    let machine = srv.token_as("bot", &["machine"]);
+    let u = uid();
+    let ddbs: Vec<String> = (0..6).map(|i| format!("bulk-{u}-{i}")).collect();
+    let keys: Vec<Value> = ddbs.iter().map(|d| key(&v.p, d, &v.k1, "carla")).collect();
+    for d in &ddbs {
+        srv.data(
+            SUGGEST,
+            suggestion(&v.p, d, &v.k1, &v.c1),
+            Some(&contributor),
+        )
+        .await;
+    }
+    let bulk = "mutation($k: [AssignmentKeyInput!]!, $e: AssignmentStatus!, $t: AssignmentStatus!) { transitionAssignments(keys: $k, expected: $e, to: $t) { applied key { ddbId } error { code } } }";
+    // Each key's ddb id, whether it applied, and its error code.
+    let bulk_move = |keys: Vec<Value>, expected: &'static str, to: &'static str| {
+        let srv = &srv;
+        let editor = editor.clone();
+        async move {
+            let d = srv
+                .data(
+                    bulk,
+                    json!({"k": keys, "e": expected, "t": to}),
+                    Some(&editor),
+                )
+                .await;
+            d["transitionAssignments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r["key"]["ddbId"].as_str().unwrap().to_owned(),
+                        r["applied"] == true,
+                        r["error"]["code"].clone(),
+                    )
+                })
+                .collect::<Vec<(String, bool, Value)>>()
+        }
+    };
+    // All published by a release run, then taken off the queue.
+    let accepted = bulk_move(keys.clone(), "SUGGESTED", "ACCEPTED").await;
+    assert!(accepted.iter().all(|(_, applied, _)| *applied));
+    srv.data(
+        "mutation($p: ID!) { runRelease(portalId: $p) { successful } }",
+        json!({"p": v.p}),
+        Some(&editor),
+    )
+    .await;
+    let acked = srv
+        .data(
+            "mutation($ids: [ID!]!) { acknowledgeRelease(ddbIds: $ids) }",
+            json!({ "ids": ddbs }),
+            Some(&machine),
+        )
+        .await;
+    assert_eq!(acked["acknowledgeRelease"], 6);
+    let mine = |queue: BTreeSet<String>| -> BTreeSet<String> {
+        queue.into_iter().filter(|d| ddbs.contains(d)).collect()
+    };
+    assert!(mine(release_queue(&srv).await).is_empty());
+
+    // Deletion proposed for the first three only.
+    for k in &keys[..3] {
+        let d = transition(&srv, &contributor, k, "PUBLISHED", "DELETESUGGESTED").await;
+        assert_eq!(
+            d["data"]["transitionAssignment"]["status"],
+            "DELETESUGGESTED"
+        );
+    }
+    // A single transition that conflicts, one not in the workflow, one of an unknown key.
+    let r = transition(&srv, &editor, &keys[4], "DELETESUGGESTED", "DELETED").await;
+    assert_eq!(code(&r), "CONFLICT");
+    let r = transition(&srv, &editor, &keys[5], "SUGGESTED", "DELETED").await;
+    assert_eq!(code(&r), "INVALID_TRANSITION");
+    let unknown = key(&v.p, &format!("bulk-{u}-unknown"), &v.k1, "carla");
+    let r = transition(&srv, &editor, &unknown, "DELETESUGGESTED", "DELETED").await;
+    assert_eq!(code(&r), "NOT_FOUND");
+    assert!(mine(release_queue(&srv).await).is_empty());
+
+    // The bulk deletion: three apply, three conflict (still PUBLISHED), one is unknown.
+    let mut all = keys.clone();
+    all.push(unknown);
+    let results = bulk_move(all, "DELETESUGGESTED", "DELETED").await;
+    let applied: BTreeSet<String> = results
+        .iter()
+        .filter(|(_, a, _)| *a)
+        .map(|(d, _, _)| d.clone())
+        .collect();
+    assert_eq!(applied, ddbs[..3].iter().cloned().collect());
+    let codes: Vec<&Value> = results.iter().skip(3).map(|(_, _, c)| c).collect();
+    assert_eq!(
+        codes,
+        [
+            &json!("CONFLICT"),
+            &json!("CONFLICT"),
+            &json!("CONFLICT"),
+            &json!("NOT_FOUND")
+        ],
+        "{results:?}"
+    );
+    let queue = release_queue(&srv).await;
+    assert!(!queue.contains(&format!("bulk-{u}-unknown")));
+    assert_eq!(
+        mine(queue),
+        applied,
+        "only the applied transitions are queued"
+    );
+
+    // Two deletions whose writes after the compare-and-set are lost (a crash
+    // on Cassandra; the query rows and the queue row are one batch): a retry
+    // of the same change queues one, repair-views the other.
+    for k in &keys[3..5] {
+        transition(&srv, &contributor, k, "PUBLISHED", "DELETESUGGESTED").await;
+    }
+    let faulty = Faulty::new(srv.store.clone());
+    *faulty.fail_apply_on.lock().unwrap() = vec!["release_ddbids"];
+    let crashing = Assignments::new(faulty);
+    for d in &ddbs[3..5] {
+        let k = kartei::assignments::model::AssignmentKey {
+            portal_id: v.p.clone(),
+            ddb_id: d.clone(),
+            keyword_id: v.k1.clone(),
+            creator: "carla".into(),
+        };
+        crashing
+            .transition(
+                &principal("erik", "editor"),
+                &k,
+                AssignmentStatus::Deletesuggested,
+                AssignmentStatus::Deleted,
+            )
+            .await
+            .expect("the compare-and-set applied");
+    }
+    assert_eq!(mine(release_queue(&srv).await), applied);
+    let r = transition(&srv, &editor, &keys[3], "DELETESUGGESTED", "DELETED").await;
+    assert_eq!(code(&r), "CONFLICT");
+    assert!(release_queue(&srv).await.contains(&ddbs[3]));
+    repair_views(&srv.store, true, Some(&v.p)).await.unwrap();
+    let all_five: BTreeSet<String> = ddbs[..5].iter().cloned().collect();
+    assert_eq!(mine(release_queue(&srv).await), all_five);
+    check_views(&srv.store, &v.p).await;
+}
+
 async fn release_queue(srv: &TestServer) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut after: Option<String> = None;
@@ -1058,6 +1209,7 @@ both_engines!(
     suggestion_type_and_status_come_from_the_role,
     bad_suggestions_are_refused_and_change_nothing,
     the_workflow_follows_the_transition_table,
+    a_bulk_transition_queues_only_the_objects_whose_transition_applied,
     two_editors_accepting_at_once_one_wins,
     fifty_concurrent_attempts_apply_exactly_once,
     a_crash_between_base_row_and_query_tables_is_healed,

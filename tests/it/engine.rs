@@ -684,6 +684,64 @@ async fn compare_and_set_under_50_concurrent_tasks(engine: Engine) {
     assert!(o.applied);
 }
 
+/// `Condition::Replaces` writes the whole row, a `None` column as null (a
+/// conditional upsert), conditioned on every column as it was read, lists
+/// included; `Equals` leaves `None` columns as they are.
+async fn a_conditional_replacement_writes_every_column(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    let full = probe(&p, "r", 1)
+        .set("n", 7i64)
+        .set("l", vec!["a".to_owned(), "b".to_owned()]);
+    s.apply(vec![Mutation::upsert(full.clone())]).await.unwrap();
+    let stored = s.get(&PROBE, &full.key().unwrap()).await.unwrap().unwrap();
+    let as_read = |row: &Row| -> Vec<(&'static str, Option<Value>)> {
+        (PROBE.key_len()..PROBE.width())
+            .map(|i| (PROBE.column(i).name, row.values[i].clone()))
+            .collect()
+    };
+    let replace = |row: Row, expected: &Row| Cas {
+        row,
+        condition: Condition::Replaces(as_read(expected)),
+        ttl: None,
+    };
+    // Only `v` set: `n` and `l` become null.
+    let o = s
+        .cas(replace(probe(&p, "r", 1).set("v", "neu"), &stored))
+        .await
+        .unwrap();
+    assert!(o.applied);
+    let now = s.get(&PROBE, &full.key().unwrap()).await.unwrap().unwrap();
+    assert_eq!(
+        (now.text("v"), now.bigint("n"), now.text_list("l")),
+        (Some("neu"), None, vec![])
+    );
+    // Against the row as it was: refused, the current row returned.
+    let o = s
+        .cas(replace(probe(&p, "r", 1).set("v", "alt"), &stored))
+        .await
+        .unwrap();
+    assert!(!o.applied);
+    assert_eq!(o.current.unwrap().text("v"), Some("neu"));
+    // `Equals` on the same values leaves the columns it does not set.
+    let o = s
+        .cas(Cas {
+            row: Row::new(&PROBE)
+                .set("p", p.as_str())
+                .set("c1", "r")
+                .set("c2", 1)
+                .set("n", 9i64),
+            condition: Condition::Equals(as_read(&now)),
+            ttl: None,
+        })
+        .await
+        .unwrap();
+    assert!(o.applied);
+    let after = s.get(&PROBE, &full.key().unwrap()).await.unwrap().unwrap();
+    assert_eq!((after.text("v"), after.bigint("n")), (Some("neu"), Some(9)));
+}
+
 async fn scans_page_through_a_table(engine: Engine) {
     let ts = store(engine).await;
     let s = &ts.store;
@@ -828,6 +886,7 @@ both_engines!(
     batches_write_all_types_and_delete_ranges,
     multi_key_reads_keep_order_and_report_missing,
     compare_and_set_under_50_concurrent_tasks,
+    a_conditional_replacement_writes_every_column,
     scans_page_through_a_table,
 );
 

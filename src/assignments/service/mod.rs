@@ -3,19 +3,23 @@
 //! the release queue with its runs.
 //!
 //! Write order (a crash can stop a request between any two steps):
-//! 1. ids that must reach the search index are enqueued first, so a crash after
-//!    the status change cannot lose them (an extra entry only costs a reindex),
-//!    in one batch with the change's intent in the feed's outbox;
+//! 1. the change's intent goes into the feed's outbox, so that a crash after
+//!    the status change cannot lose its event;
 //! 2. the base row changes under a lightweight transaction, the only point where
 //!    concurrent writers are ordered (Cassandra cannot put an LWT and other
 //!    tables in one batch);
-//! 3. one logged batch writes the five query tables and the change's event
-//!    (and ends its intent), then the base row is read again: if another
-//!    writer changed it meanwhile, the query tables are written again from
-//!    what is there now. A crash between 2 and 3 leaves stale query rows and
-//!    no event; the next write of that assignment, a conflicting retry, or
-//!    `repair-views` heals the rows, and a drain of the outbox writes the
-//!    event (`events`).
+//! 3. one logged batch writes the five query tables, the change's event (and
+//!    ends its intent) and, for a change that must reach the search index,
+//!    the ddb id's release-queue row (only a change that applied is queued:
+//!    a refused or conflicting one never is); then the base row is read
+//!    again: if another writer changed it meanwhile, the query tables are
+//!    written again from what is there now. On the embedded store 2 and 3
+//!    are one transaction. On Cassandra a crash between them leaves stale
+//!    query rows, no event and the id unqueued: the next write of that
+//!    assignment, a retry of the same change (which finds it made, its
+//!    status row not written, and queues the id), or `repair-views` heals
+//!    the rows and the queue, and a drain of the outbox writes the event
+//!    (`events`).
 
 mod release;
 
@@ -353,7 +357,7 @@ impl Assignments {
                     condition: Condition::NotExists,
                     ttl: None,
                 },
-                self.events.with_event(views_of(), &intent),
+                self.events.with_event(views_of(None), &intent),
             )
             .await?;
         if outcome.applied {
@@ -608,17 +612,14 @@ impl Assignments {
             }
             Feed::Silent => None,
         };
-        let mut first: Vec<Mutation> = intent.iter().map(|i| i.write()).collect();
-        // A release run queues its ids itself, page by page.
-        if matches!(feed, Feed::By(_))
-            && matches!(to, AssignmentStatus::Deleted | AssignmentStatus::Published)
-        {
-            let queued_at = self.clock.rfc3339();
-            first.push(Mutation::upsert(queue_row(&key.ddb_id, &queued_at)));
+        if let Some(i) = &intent {
+            self.store.apply(vec![i.write()]).await?;
         }
-        if !first.is_empty() {
-            self.store.apply(first).await?;
-        }
+        // A change the search index must see queues its ddb id with its
+        // query rows, so that only a change that applied is queued.
+        let queued = to
+            .reindexes()
+            .then(|| queue_row(&key.ddb_id, &self.clock.rfc3339()));
         let mut row = Row::new(&OBJECTS_KEYWORDS);
         row.values[..OBJECTS_KEYWORDS.key_len()].clone_from_slice(
             &key.base_key()
@@ -630,8 +631,8 @@ impl Assignments {
             .set("status", to.as_str())
             .set("modified_at", &modified_at);
         let then = match &intent {
-            Some(i) => self.events.with_event(views_of(), i),
-            None => views_of(),
+            Some(i) => self.events.with_event(views_of(queued), i),
+            None => views_of(queued),
         };
         let began = self.events.now_ms();
         let outcome = self
@@ -666,6 +667,15 @@ impl Assignments {
             (true, None) => Err(ApiError::Internal),
             (false, None) => Err(ApiError::NotFound("assignment".into())),
             (false, Some(c)) => {
+                if c.status == to && to.reindexes() && !self.views_written(&c).await? {
+                    // This very change, whose writes after its compare-and-set
+                    // have not landed (lost to a crash, on Cassandra): its
+                    // queue row went with them.
+                    let queued_at = self.clock.rfc3339();
+                    self.store
+                        .apply(vec![Mutation::upsert(queue_row(&c.key.ddb_id, &queued_at))])
+                        .await?;
+                }
                 self.sync_views(c.clone()).await?;
                 Err(conflict(
                     &c,
@@ -696,6 +706,17 @@ impl Assignments {
             }
         }
         Ok(())
+    }
+
+    /// Does the status query table hold `a`'s row as it is (written by the
+    /// same batch as the release-queue row of the change that made it)?
+    async fn views_written(&self, a: &Assignment) -> ApiResult<bool> {
+        let row = a.row(&OBJECTS_KEYWORDS_STATUS);
+        let found = self
+            .store
+            .get(&OBJECTS_KEYWORDS_STATUS, &row.key()?)
+            .await?;
+        Ok(found.as_ref() == Some(&row))
     }
 
     /// The base row of `a` as stored now, if it differs from `a`.
@@ -821,13 +842,16 @@ impl Assignments {
 #[cfg(test)]
 mod tests;
 
-/// The query rows of the assignment a base row holds, for
-/// [`crate::store::Store::cas_then`]: written with the row, atomically on the
-/// embedded engine.
-fn views_of() -> crate::store::Heal {
-    std::sync::Arc::new(|row| {
-        Assignment::from_row(row)
+/// The query rows of the assignment a base row holds, and the release-queue
+/// row `queued` if the change must reach the search index, for
+/// [`crate::store::Store::cas_then`]: written with the row (atomically on the
+/// embedded engine), and only if its compare-and-set applied.
+fn views_of(queued: Option<Row>) -> crate::store::Heal {
+    std::sync::Arc::new(move |row| {
+        let mut writes = Assignment::from_row(row)
             .map(|a| a.view_batch())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        writes.extend(queued.clone().map(Mutation::upsert));
+        writes
     })
 }

@@ -1,7 +1,7 @@
 //! Release runs and the reindexer's queue: a run publishes a portal's
 //! ACCEPTED assignments (each a compare-and-set, so nothing is published
-//! twice) after queueing their ddb ids; the reindexer reads the queue and
-//! acknowledges what it has reindexed.
+//! twice, that queues its ddb id with its query rows); the reindexer reads
+//! the queue and acknowledges what it has reindexed.
 
 use super::*;
 
@@ -31,9 +31,9 @@ impl Assignments {
         Ok(page.rows.iter().map(ReleaseRun::from_row).collect())
     }
 
-    /// Publishes the portal's ACCEPTED assignments and enqueues their ddb ids.
-    /// Safe to run again after a crash, and concurrently: every publication is
-    /// an LWT from ACCEPTED, and the queue is a set.
+    /// Publishes the portal's ACCEPTED assignments and enqueues the ddb ids of
+    /// those it published. Safe to run again after a crash, and concurrently:
+    /// every publication is an LWT from ACCEPTED, and the queue is a set.
     pub async fn run_release(&self, who: &Principal, portal_id: &str) -> ApiResult<ReleaseRun> {
         who.require(Role::Editor)?;
         match self.themes.category(portal_id).await? {
@@ -98,23 +98,6 @@ impl Assignments {
                     after,
                 )
                 .await?;
-            let now = self.clock.rfc3339();
-            let ids: BTreeSet<&str> = page
-                .items
-                .iter()
-                .map(|(_, a)| a.key.ddb_id.as_str())
-                .collect();
-            let ids: Vec<&str> = ids.into_iter().collect();
-            for chunk in ids.chunks(QUEUE_BATCH) {
-                self.store
-                    .apply(
-                        chunk
-                            .iter()
-                            .map(|id| Mutation::upsert(queue_row(id, &now)))
-                            .collect(),
-                    )
-                    .await?;
-            }
             let keys: Vec<AssignmentKey> = page.items.iter().map(|(_, a)| a.key.clone()).collect();
             let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
                 self.change_status(

@@ -390,10 +390,13 @@ fn decide(
         (Condition::NotExists, None) => (Some(cas.row.clone()), None),
         (Condition::NotExists, Some(cur)) => (None, Some(cur)),
         // As in CQL, a missing row has only nulls: `IF c = null` applies to it.
-        (Condition::Equals(expected), None) if expected.iter().any(|(_, v)| v.is_some()) => {
+        (Condition::Equals(expected) | Condition::Replaces(expected), None)
+            if expected.iter().any(|(_, v)| v.is_some()) =>
+        {
             (None, None)
         }
-        (Condition::Equals(expected), current) => {
+        (Condition::Equals(expected) | Condition::Replaces(expected), current) => {
+            let replace = matches!(cas.condition, Condition::Replaces(_));
             let cur = current.clone().unwrap_or_else(|| {
                 let mut r = Row::new(table);
                 r.values[..table.key_len()].clone_from_slice(&cas.row.values[..table.key_len()]);
@@ -402,8 +405,8 @@ fn decide(
             if expected.iter().all(|(name, v)| cur.get(name) == v.as_ref()) {
                 let mut next = cur;
                 for i in table.key_len()..table.width() {
-                    if let Some(v) = &cas.row.values[i] {
-                        next.values[i] = Some(v.clone());
+                    if replace || cas.row.values[i].is_some() {
+                        next.values[i].clone_from(&cas.row.values[i]);
                     }
                 }
                 (Some(next), current)
