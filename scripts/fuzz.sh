@@ -6,8 +6,14 @@
 # `cargo install cargo-fuzz`), each for a bounded time, at low priority.
 #
 #   scripts/fuzz.sh [TARGET...]        every target, or the ones named
+#   scripts/fuzz.sh --smoke            the smallest mode, run by .ci/run: every
+#                                      target built unoptimised with coverage but
+#                                      no sanitizer (a third of the build time),
+#                                      its seeds replayed and 10 s of fuzzing each,
+#                                      a throwaway corpus; installs cargo-fuzz
+#                                      when it is missing
 #
-# FUZZ_SECONDS   seconds per target (default 60)
+# FUZZ_SECONDS   seconds per target (default 60; 10 with --smoke)
 # FUZZ_NICE      niceness of the build and the runs (default 10)
 #
 # New inputs go to fuzz/corpus/TARGET (not committed), the committed seeds
@@ -18,13 +24,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 
-seconds="${FUZZ_SECONDS:-60}"
+smoke=0
+if [[ "${1:-}" == --smoke ]]; then
+  smoke=1
+  shift
+fi
+seconds="${FUZZ_SECONDS:-$([[ $smoke == 1 ]] && echo 10 || echo 60)}"
 niceness="${FUZZ_NICE:-10}"
 fuzz=(nice -n "$niceness" cargo +nightly fuzz)
+build_flags=()
+run_flags=()
+corpus_root=corpus
+if [[ $smoke == 1 ]]; then
+  build_flags=(--dev -s none)
+  run_flags=(--dev -s none)
+  corpus_root=$(mktemp -d)
+  trap 'rm -rf "$corpus_root"' EXIT
+fi
 
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
-  echo "needs a nightly toolchain and cargo-fuzz (cargo install cargo-fuzz --locked)" >&2
+if ! cargo +nightly --version >/dev/null 2>&1; then
+  echo "needs a nightly toolchain (rustup toolchain install nightly)" >&2
   exit 2
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+  if [[ $smoke == 1 ]]; then
+    echo "installing cargo-fuzz" >&2
+    cargo install cargo-fuzz --locked --version 0.13.2 >&2
+  else
+    echo "needs cargo-fuzz (cargo install cargo-fuzz --locked)" >&2
+    exit 2
+  fi
 fi
 
 if (($# > 0)); then
@@ -33,19 +62,20 @@ else
   mapfile -t targets < <(cargo +nightly fuzz list)
 fi
 
-# Every target in one build (release, AddressSanitizer, debug assertions).
+# Every target in one build (release, AddressSanitizer, debug assertions;
+# --smoke: unoptimised, no sanitizer).
 started=$(date +%s)
-"${fuzz[@]}" build
+"${fuzz[@]}" build "${build_flags[@]}"
 echo "build: $(($(date +%s) - started)) s" >&2
 
 mkdir -p logs
 failed=()
 printf '%-10s %8s %12s %10s %s\n' target seconds execs execs/s result
 for t in "${targets[@]}"; do
-  mkdir -p "corpus/$t" "seeds/$t"
+  mkdir -p "$corpus_root/$t" "seeds/$t"
   log="logs/$t.log"
   t0=$(date +%s)
-  if "${fuzz[@]}" run "$t" "corpus/$t" "seeds/$t" -- \
+  if "${fuzz[@]}" run "${run_flags[@]}" "$t" "$corpus_root/$t" "seeds/$t" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
     >"$log" 2>&1; then
     result=ok

@@ -1,6 +1,6 @@
 //! GraphQL multipart requests: any body (under a fixed boundary, from a
 //! caller with or without a token, arriving in pieces) is a request or a
-//! 400/413, never a panic or a server error.
+//! 400/401/413, never a panic or a server error.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -14,6 +14,7 @@ use libfuzzer_sys::fuzz_target;
 const LIMITS: MultipartLimits = MultipartLimits {
     max_text_bytes: 4096,
     max_file_bytes: 4096,
+    max_query_bytes: 4096,
 };
 
 fn runtime() -> &'static tokio::runtime::Runtime {
@@ -50,6 +51,9 @@ fuzz_target!(|data: &[u8]| {
             assert!(r.uploads.len() <= MAX_FILES);
             assert!(who.sub.is_some() || r.uploads.is_empty());
         }
+        // A file part from a caller without a token is a 401 (before a
+        // byte of it is spooled).
+        Err(ApiError::Unauthenticated) => assert!(who.sub.is_none()),
         Err(e) => assert!(
             matches!(e, ApiError::BadUserInput(_) | ApiError::PayloadTooLarge(_)),
             "{e:?}"
