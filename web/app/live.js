@@ -55,6 +55,20 @@ export function subscribe(vars, onEvent, onState) {
         beat = setInterval(() => ws.readyState === WebSocket.OPEN && ws.send('{"type":"ping"}'), 20000);
         ws.send(JSON.stringify({ id: String(++ids), type: 'subscribe', payload: { query: QUERY, variables: { portal: vars.portalId, after } } }));
       } else if (msg.type === 'error' || (msg.type === 'next' && msg.payload && msg.payload.errors)) {
+        const errors = msg.type === 'error' ? msg.payload : msg.payload.errors;
+        const code = Array.isArray(errors) && errors[0] && errors[0].extensions ? errors[0].extensions.code : null;
+        if (code === 'REPLAY_BUSY' || code === 'SUBSCRIPTIONS_FULL') {
+          // The server is busy resuming others: try again with the same
+          // `after` in a moment, so nothing is missed.
+          clearTimeout(retry);
+          retry = setTimeout(() => {
+            if (!stopped && ws.readyState === WebSocket.OPEN) {
+              ws.send(JSON.stringify({ id: String(++ids), type: 'subscribe', payload: { query: QUERY, variables: { portal: vars.portalId, after } } }));
+            }
+          }, pause);
+          pause = Math.min(pause * 2, 15000);
+          return;
+        }
         // Resuming failed (too far behind, or the id expired): follow from
         // now on; the curator's next reload shows what was missed.
         after = null;
