@@ -14,10 +14,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kartei::assignments::model::{
+use kartei::domains::assignments::model::{
     Assignment, AssignmentKey, AssignmentStatus, AssignmentType, OBJECTS_KEYWORDS,
 };
-use kartei::assignments::service::Assignments;
+use kartei::domains::assignments::service::Assignments;
 use kartei::store::embedded::EmbeddedStore;
 use kartei::store::{Counted, DynStore, Mutation, Store};
 

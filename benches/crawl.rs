@@ -20,9 +20,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use kartei::auth::{Principal, Role};
-use kartei::config::{BinaryArgs, CrawlArgs};
-use kartei::crawl::fetch::{FetchLimits, FetchPolicy, Fetcher};
+use kartei::app::config::{BinaryArgs, CrawlArgs};
+use kartei::domains::web::{FetchLimits, FetchPolicy, Fetcher};
+use kartei::kernel::roles::{Principal, Role};
 use kartei::store::embedded::EmbeddedStore;
 use kartei::store::{Counted, DynStore};
 
@@ -91,7 +91,7 @@ fn binary_args() -> BinaryArgs {
 
 /// The number a counter of `/metrics` shows now.
 fn metric(name: &str) -> f64 {
-    kartei::metrics::render()
+    kartei::kernel::metrics::render()
         .lines()
         .find(|l| l.starts_with(name) && !l.starts_with('#'))
         .and_then(|l| l.rsplit(' ').next())
@@ -134,7 +134,7 @@ async fn run(n: usize) {
     let per_host: Vec<Vec<&String>> = (0..HOSTS)
         .map(|h| urls.iter().skip(h).step_by(HOSTS).collect())
         .collect();
-    kartei::common::bounded(per_host, args.crawl_domains, |list| {
+    kartei::kernel::bounded(per_host, args.crawl_domains, |list| {
         let fetcher = &fetcher;
         async move {
             for u in list {
@@ -190,7 +190,7 @@ async fn run(n: usize) {
             let (_, o) = binaries.resolve(r).await.ok().flatten().expect("reference");
             if matches!(
                 o.status,
-                Some(kartei::binaries::model::BinaryStatus::Processing) | None
+                Some(kartei::domains::binaries::model::BinaryStatus::Processing) | None
             ) {
                 left.push(r);
             }

@@ -22,13 +22,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kartei::assignments::model::{
+use kartei::domains::assignments::model::{
     Assignment, AssignmentKey, AssignmentStatus, AssignmentType, OBJECTS_KEYWORDS,
 };
-use kartei::assignments::service::Assignments;
-use kartei::auth::{Auth, Principal, Role};
+use kartei::domains::assignments::service::Assignments;
+use kartei::domains::themes::service::{CategoryInput, KeywordInput, Themes};
+use kartei::edge::auth::Auth;
+use kartei::kernel::roles::{Principal, Role};
 use kartei::store::{Counted, DynStore, Mutation};
-use kartei::themes::service::{CategoryInput, KeywordInput, Themes};
 
 const PORTAL: &str = "c-bench";
 const CHILD: &str = "c-bench-orte";
@@ -339,10 +340,10 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
         .await
         .expect("bind");
     let url = format!("http://{}/graphql", listener.local_addr().expect("addr"));
-    let connections = kartei::http::ConnectionLimits::from_limits(&Default::default());
-    tokio::spawn(kartei::http::serve(
+    let connections = kartei::edge::ConnectionLimits::from_limits(&Default::default());
+    tokio::spawn(kartei::edge::serve(
         listener,
-        kartei::http::router(app.clone()),
+        kartei::edge::router(app.clone()),
         connections,
         std::future::pending(),
     ));
@@ -357,7 +358,7 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
     };
     if std::env::var_os("KARTEI_PROFILE_ENGINE").is_some() {
         for _ in 0..3000 {
-            kartei::http::graphql::execute_in_process(&app, Principal::default(), in_process())
+            kartei::edge::graphql::execute_in_process(&app, Principal::default(), in_process())
                 .await;
         }
         std::process::exit(0);
@@ -379,7 +380,7 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
         assert_eq!(direct(&assignments, &themes).await, PAGE);
         let direct_took = t.elapsed();
         let t = Instant::now();
-        let r = kartei::http::graphql::execute_in_process(&app, Principal::default(), in_process())
+        let r = kartei::edge::graphql::execute_in_process(&app, Principal::default(), in_process())
             .await;
         let engine_took = t.elapsed();
         assert!(r.errors.is_empty(), "{:?}", r.errors);

@@ -11,7 +11,7 @@ use std::io::Cursor;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use kartei::binaries::imaging::{self, ImagingLimits};
+use kartei::domains::binaries::imaging::{self, ImagingLimits};
 
 const BOXES: [(u32, u32); 4] = [(800, 600), (440, 330), (140, 105), (116, 87)];
 const RUNS: usize = 5;

@@ -21,10 +21,10 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use kartei::assignments::service::{Assignments, SuggestInput, Suggester};
+use kartei::domains::assignments::service::{Assignments, SuggestInput, Suggester};
+use kartei::domains::themes::service::Themes;
 use kartei::store::embedded::{DEFAULT_CACHE_BYTES, EmbeddedStore};
 use kartei::store::{Counted, DynStore};
-use kartei::themes::service::Themes;
 
 fn data(kind: &str, n: usize, to: &Path) {
     let out = Command::new("python3")
@@ -53,7 +53,7 @@ fn bench(figure: &str, ours: String, reference: String, ratio: f64, goal: &str) 
 async fn import_vocabulary(store: &DynStore, file: &Path) -> f64 {
     let themes = Themes::new(store.clone());
     let input = std::io::BufReader::new(std::fs::File::open(file).unwrap());
-    let r = kartei::themes::import::import(&themes, input, 16)
+    let r = kartei::domains::themes::import::import(&themes, input, 16)
         .await
         .unwrap();
     assert!(
@@ -68,7 +68,7 @@ async fn import_assignments(store: &DynStore, file: &Path, expect_created: bool)
     let service = Assignments::new(store.clone());
     let size = std::fs::metadata(file).unwrap().len() as usize;
     let input = std::io::BufReader::new(std::fs::File::open(file).unwrap());
-    let r = kartei::assignments::import::import(&service, "bench", input, size, 4)
+    let r = kartei::domains::assignments::import::import(&service, "bench", input, size, 4)
         .await
         .unwrap();
     assert!(r.errors.is_empty(), "{}", r.summary());
@@ -79,7 +79,8 @@ async fn import_assignments(store: &DynStore, file: &Path, expect_created: bool)
 /// The former import paths: one `upsert_keyword` / `suggest` per record, 16 in flight.
 async fn one_by_one(store: &DynStore, vocabulary: &Path, assignments: &Path) -> (f64, f64) {
     let themes = Themes::new(store.clone());
-    let admin = kartei::auth::Principal::local("bench", &[kartei::auth::Role::Admin]);
+    let admin =
+        kartei::kernel::roles::Principal::local("bench", &[kartei::kernel::roles::Role::Admin]);
     let text = std::fs::read_to_string(vocabulary).unwrap();
     let mut records: Vec<serde_json::Value> = text
         .lines()
@@ -90,7 +91,7 @@ async fn one_by_one(store: &DynStore, vocabulary: &Path, assignments: &Path) -> 
         themes
             .upsert_category(
                 &admin,
-                kartei::themes::service::CategoryInput {
+                kartei::domains::themes::service::CategoryInput {
                     id: c["id"].as_str().unwrap().into(),
                     parent_id: c["parentId"].as_str().map(Into::into),
                     label: c["label"].as_str().unwrap().into(),
@@ -103,11 +104,11 @@ async fn one_by_one(store: &DynStore, vocabulary: &Path, assignments: &Path) -> 
     let started = Instant::now();
     let n = keywords.len();
     let (themes_ref, admin_ref) = (&themes, &admin);
-    kartei::common::bounded(keywords, 16, |k| async move {
+    kartei::kernel::bounded(keywords, 16, |k| async move {
         themes_ref
             .upsert_keyword(
                 admin_ref,
-                kartei::themes::service::KeywordInput {
+                kartei::domains::themes::service::KeywordInput {
                     id: k["id"].as_str().unwrap().into(),
                     label: k["label"].as_str().unwrap().into(),
                     synonyms: vec![k["synonyms"][0].as_str().unwrap().into()],
@@ -128,7 +129,7 @@ async fn one_by_one(store: &DynStore, vocabulary: &Path, assignments: &Path) -> 
     let who = Suggester::machine("bench");
     let started = Instant::now();
     let (service_ref, who_ref) = (&service, &who);
-    kartei::common::bounded(lines, 16, |i| async move {
+    kartei::kernel::bounded(lines, 16, |i| async move {
         service_ref.suggest(who_ref, i).await.unwrap()
     })
     .await;
@@ -178,15 +179,16 @@ async fn fifty_writers(store: &DynStore, assignments: &Path, each: usize) -> f64
 }
 
 async fn suggestion_figures(dir: &Path, file: &Path, smoke: bool) {
-    use kartei::suggestions::service::{ReadOptions, Suggestions};
+    use kartei::domains::suggestions::service::{ReadOptions, Suggestions};
     let store = open(dir, true);
     let s = Suggestions::new(store.clone());
-    let who = kartei::auth::Principal::local("bench", &[kartei::auth::Role::Machine]);
-    let r = kartei::suggestions::import::import(
+    let who =
+        kartei::kernel::roles::Principal::local("bench", &[kartei::kernel::roles::Role::Machine]);
+    let r = kartei::domains::suggestions::import::import(
         &s,
         &who,
         std::fs::File::open(file).unwrap(),
-        kartei::suggestions::import::ImportOptions {
+        kartei::domains::suggestions::import::ImportOptions {
             wiki: "benchwiki".into(),
             source: None,
             max_errors: 0,

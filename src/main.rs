@@ -3,15 +3,15 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use kartei::assignments::{self, service::Assignments};
-use kartei::auth::Auth;
-use kartei::config::{
+use kartei::app::config::{
     BinaryArgs, Cli, Command, CompactArgs, GcArgs, ImportArgs, ImportAssignmentsArgs,
     ImportSuggestionsArgs, RecheckArgs, RepairArgs, ServeArgs, StoreArgs, StoreConfig,
     SuggestionsCommand, TokenArgs,
 };
+use kartei::domains::assignments::{self, service::Assignments};
+use kartei::domains::themes::{import, service::Themes};
+use kartei::edge::auth::Auth;
 use kartei::store::{DynStore, cql::CqlStore};
-use kartei::themes::{import, service::Themes};
 
 /// A mistake in how the command was called: one sentence, exit code 2.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ async fn open_store(config: &StoreConfig) -> anyhow::Result<DynStore> {
     if config.cassandra.is_none() {
         kartei::store::embedded::check_data_dir(&config.data_dir).map_err(usage)?;
     }
-    kartei::store::open(config).await
+    kartei::store::open(config, kartei::tables()[0]).await
 }
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -103,7 +103,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Suggestions(cmd) => suggestions(cmd).await,
         Command::Token(args) => token(args),
         Command::Schema => {
-            print!("{}", kartei::app::sdl());
+            print!("{}", kartei::api::schema::sdl());
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -173,7 +173,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     {
         // The current-dataset age of every wiki, for /metrics.
-        let s = kartei::suggestions::service::Suggestions::new(store.clone());
+        let s = kartei::domains::suggestions::service::Suggestions::new(store.clone());
         tokio::spawn(async move {
             loop {
                 if let Err(e) = s.refresh_metrics().await {
@@ -183,7 +183,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             }
         });
     }
-    let connections = kartei::http::ConnectionLimits::from_limits(&args.limits);
+    let connections = kartei::edge::ConnectionLimits::from_limits(&args.limits);
     let app = kartei::app::App::new(
         store,
         auth,
@@ -205,7 +205,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "cluster".into()
         }
     );
-    kartei::http::serve(listener, kartei::http::router(app), connections, shutdown()).await;
+    kartei::edge::serve(listener, kartei::edge::router(app), connections, shutdown()).await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -277,7 +277,7 @@ async fn import_assignments(args: ImportAssignmentsArgs) -> anyhow::Result<ExitC
 }
 
 /// Prints the bad lines kept, `file:line: reason`, and how many more there were.
-fn print_bad_lines(file: &std::path::Path, errors: &kartei::ndjson::BadLines) {
+fn print_bad_lines(file: &std::path::Path, errors: &kartei::kernel::ndjson::BadLines) {
     for (line, msg) in errors.iter() {
         eprintln!("{}:{line}: {msg}", file.display());
     }
@@ -289,7 +289,7 @@ fn print_bad_lines(file: &std::path::Path, errors: &kartei::ndjson::BadLines) {
 /// Prints an importer's line-numbered errors and summary; exit 1 if any line failed.
 fn import_outcome(
     file: &std::path::Path,
-    errors: &kartei::ndjson::BadLines,
+    errors: &kartei::kernel::ndjson::BadLines,
     summary: &str,
 ) -> ExitCode {
     print_bad_lines(file, errors);
@@ -335,10 +335,10 @@ async fn gc_binaries(args: GcArgs) -> anyhow::Result<ExitCode> {
 
 async fn recheck_binaries(args: RecheckArgs) -> anyhow::Result<ExitCode> {
     let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let binary_args = kartei::config::BinaryArgs::default();
+    let binary_args = kartei::app::config::BinaryArgs::default();
     let binaries = kartei::app::binaries(&binary_args, store.clone())?;
     let crawl = kartei::app::crawl(
-        &kartei::config::CrawlArgs::default(),
+        &kartei::app::config::CrawlArgs::default(),
         &binary_args,
         store,
         binaries,
@@ -352,7 +352,7 @@ async fn recheck_binaries(args: RecheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn import_suggestions(args: ImportSuggestionsArgs) -> anyhow::Result<ExitCode> {
-    use kartei::suggestions::import::{ImportOptions, import};
+    use kartei::domains::suggestions::import::{ImportOptions, import};
     let (input, size, source): (Box<dyn std::io::Read + Send>, usize, String) =
         if args.file.as_os_str() == "-" {
             (Box::new(std::io::stdin()), 0, "stdin".into())
@@ -368,9 +368,12 @@ async fn import_suggestions(args: ImportSuggestionsArgs) -> anyhow::Result<ExitC
             (Box::new(file), size, name)
         };
     let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let service =
-        kartei::suggestions::service::Suggestions::new(store).with_dead_after(args.dead_after);
-    let who = kartei::auth::Principal::local("import-suggestions", &[kartei::auth::Role::Machine]);
+    let service = kartei::domains::suggestions::service::Suggestions::new(store)
+        .with_dead_after(args.dead_after);
+    let who = kartei::kernel::roles::Principal::local(
+        "import-suggestions",
+        &[kartei::kernel::roles::Role::Machine],
+    );
     let report = import(
         &service,
         &who,
@@ -396,7 +399,10 @@ async fn import_suggestions(args: ImportSuggestionsArgs) -> anyhow::Result<ExitC
 }
 
 async fn suggestions(cmd: SuggestionsCommand) -> anyhow::Result<ExitCode> {
-    let admin = kartei::auth::Principal::local("suggestions", &[kartei::auth::Role::Admin]);
+    let admin = kartei::kernel::roles::Principal::local(
+        "suggestions",
+        &[kartei::kernel::roles::Role::Admin],
+    );
     let store_args = match &cmd {
         SuggestionsCommand::List(a) | SuggestionsCommand::Rollback(a) => &a.store,
         SuggestionsCommand::Purge(a) => &a.store,
@@ -404,10 +410,11 @@ async fn suggestions(cmd: SuggestionsCommand) -> anyhow::Result<ExitCode> {
     let store: DynStore = open_store(&StoreConfig::from(store_args)).await?;
     let dead_after = match &cmd {
         SuggestionsCommand::Purge(a) => a.dead_after,
-        _ => kartei::suggestions::service::DEAD_AFTER_SECS,
+        _ => kartei::domains::suggestions::service::DEAD_AFTER_SECS,
     };
-    let service = kartei::suggestions::service::Suggestions::new(store).with_dead_after(dead_after);
-    let fail = |e: kartei::error::ApiError| anyhow::anyhow!(e.message());
+    let service =
+        kartei::domains::suggestions::service::Suggestions::new(store).with_dead_after(dead_after);
+    let fail = |e: kartei::kernel::error::ApiError| anyhow::anyhow!(e.message());
     match cmd {
         SuggestionsCommand::List(a) => {
             let current = service.current(&a.wiki).await.map_err(fail)?;

@@ -3,7 +3,7 @@
 //! Input: 8 bytes of width and height, then `region/size/rotation/quality.format`.
 #![no_main]
 
-use kartei::binaries::iiif::{
+use kartei::domains::binaries::iiif::{
     IiifError, MAX_AREA, MAX_SIDE, parse, region_rect, rotated_box, scaled_size,
 };
 use libfuzzer_sys::fuzz_target;

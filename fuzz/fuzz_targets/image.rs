@@ -2,7 +2,7 @@
 //! image within the pixel limit or an error, never a crash.
 #![no_main]
 
-use kartei::binaries::imaging::{ImagingLimits, decode};
+use kartei::domains::binaries::imaging::{ImagingLimits, decode};
 use libfuzzer_sys::fuzz_target;
 
 const LIMITS: ImagingLimits = ImagingLimits {

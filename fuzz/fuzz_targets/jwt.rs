@@ -7,8 +7,8 @@
 
 use base64::Engine as _;
 use jsonwebtoken::{Algorithm, EncodingKey};
-use kartei::auth::Auth;
-use kartei::error::ApiError;
+use kartei::edge::auth::Auth;
+use kartei::kernel::error::ApiError;
 use libfuzzer_sys::fuzz_target;
 
 const SECRET: &[u8] = b"the fuzzer's secret, 32 bytes...";

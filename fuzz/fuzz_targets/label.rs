@@ -3,7 +3,7 @@
 //! indexed suffix finds its label.
 #![no_main]
 
-use kartei::themes::search::{MAX_STARTS, SEARCH_CHARS, entries, normalize, rank, strip_label};
+use kartei::domains::themes::search::{MAX_STARTS, SEARCH_CHARS, entries, normalize, rank, strip_label};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

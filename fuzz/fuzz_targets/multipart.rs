@@ -6,9 +6,9 @@
 use std::sync::OnceLock;
 
 use axum::body::Body;
-use kartei::auth::{Principal, Role};
-use kartei::error::ApiError;
-use kartei::http::multipart::{MAX_FILES, MultipartLimits, read};
+use kartei::kernel::roles::{Principal, Role};
+use kartei::kernel::error::ApiError;
+use kartei::edge::multipart::{MAX_FILES, MultipartLimits, read};
 use libfuzzer_sys::fuzz_target;
 
 const LIMITS: MultipartLimits = MultipartLimits {

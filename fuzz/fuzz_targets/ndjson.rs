@@ -5,7 +5,7 @@
 
 use std::io::BufReader;
 
-use kartei::ndjson::lines;
+use kartei::kernel::ndjson::lines;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -20,10 +20,10 @@ fuzz_target!(|data: &[u8]| {
         counted += line.bytes;
         let Ok(text) = line.text else { continue };
         assert!(!text.contains('\n'));
-        let _ = kartei::themes::import::parse(&text);
-        let _ = kartei::assignments::import::parse(&text);
-        if let Ok(kartei::suggestions::service::Record::Suggestion(s)) =
-            kartei::suggestions::import::parse(&text)
+        let _ = kartei::domains::themes::import::parse(&text);
+        let _ = kartei::domains::assignments::import::parse(&text);
+        if let Ok(kartei::domains::suggestions::service::Record::Suggestion(s)) =
+            kartei::domains::suggestions::import::parse(&text)
         {
             assert!(s.page_id >= 0 && (0.0..=1.0).contains(&s.confidence));
         }

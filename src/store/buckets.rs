@@ -203,7 +203,7 @@ mod tests {
 
     proptest! {
         // Each case opens an embedded store: fewer cases than the parsers get.
-        #![proptest_config(ProptestConfig { cases: 48, ..crate::common::proptest_config() })]
+        #![proptest_config(ProptestConfig { cases: 48, ..crate::kernel::proptest_config() })]
 
         /// Paging through a merged slice, `limit` rows at a time, gives every
         /// row exactly once and in the order one sorted list would, however
@@ -269,7 +269,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(crate::common::proptest_config())]
+        #![proptest_config(crate::kernel::proptest_config())]
 
         #[test]
         fn a_merged_cursor_and_a_bucket_cursor_are_not_interchangeable(

@@ -24,13 +24,15 @@ use super::{
     Bound, Cas, CasOutcome, ColumnType, Condition, Cursor, Heal, Mutation, Order, Page, Row, Slice,
     Store, StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
 };
-use crate::metrics;
+use crate::kernel::metrics;
 
 pub struct CqlStore {
     /// The driver's session with its prepared-statement cache (keyed by text).
     session: CachingSession,
     env: String,
     replication: String,
+    /// The table `ping` reads (`probing`): one of the application's.
+    probe: Option<&'static Table>,
 }
 
 fn unavailable(e: impl std::fmt::Display) -> StoreError {
@@ -204,7 +206,15 @@ impl CqlStore {
             session: CachingSession::from(session, STATEMENT_CACHE),
             env: env.to_owned(),
             replication,
+            probe: None,
         })
+    }
+
+    /// `ping` reads a partition of `table` (one of the application's, which
+    /// the store does not know of itself).
+    pub fn probing(mut self, table: &'static Table) -> Self {
+        self.probe = Some(table);
+        self
     }
 
     /// The environment name (keyspaces are `<family>_<env>`).
@@ -918,14 +928,19 @@ impl Store for CqlStore {
         })
     }
 
-    /// Reads one partition of the first declared table at LOCAL_QUORUM, so
-    /// it answers only when a request of the application could (a system
+    /// Reads one partition of the probe table (`probing`) at LOCAL_QUORUM,
+    /// so it answers only when a request of the application could (a system
     /// table is local to the node and answers with every other replica down);
     /// every keyspace has the same replication, so one table stands for all.
     /// A single-partition read, as most of the application's are: a range
     /// read has no speculative retry and waits for a replica that just died.
+    /// Without a probe table it asks the node alone (`system.local`).
     async fn ping(&self) -> Result<(), StoreError> {
-        let table = crate::tables()[0];
+        let Some(table) = self.probe else {
+            let mut stmt = self.prepare("SELECT key FROM system.local".into()).await?;
+            stmt.set_request_timeout(Some(PING_TIMEOUT));
+            return self.run(&stmt, Vec::new()).await.map(|_| ());
+        };
         let pk = table.partition_key.len();
         let cql = format!(
             "SELECT {} FROM {} WHERE {} LIMIT 1",

@@ -366,7 +366,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(crate::common::proptest_config())]
+        #![proptest_config(crate::kernel::proptest_config())]
 
         #[test]
         fn decode_inverts_encode(

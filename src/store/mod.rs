@@ -11,12 +11,14 @@ pub mod cql;
 mod cursor;
 pub mod embedded;
 mod key;
+mod paging;
 mod table;
 
 pub use cursor::{Cursor, fnv1a_hex, fnv1a_hex_bytes};
 #[cfg(test)]
 pub(crate) use cursor::{decode_cursor, encode_cursor};
 pub(crate) use cursor::{fnv1a, slice_fingerprint};
+pub use paging::{Round, pages, table_pages, until_settled};
 
 /// The id that begins the embedded engine's keys of `table` (see `key.rs`).
 pub fn table_id(table: &Table) -> [u8; 4] {
@@ -30,7 +32,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::metrics;
+use crate::kernel::metrics;
 
 /// A bound on the first clustering column after the slice's prefix.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -634,12 +636,14 @@ pub struct StoreConfig {
     pub replication: String,
 }
 
-/// Opens the store the configuration asks for.
-pub async fn open(config: &StoreConfig) -> anyhow::Result<DynStore> {
+/// Opens the store the configuration asks for; a cluster's `ping` reads
+/// `probe` (one of the application's tables).
+pub async fn open(config: &StoreConfig, probe: &'static Table) -> anyhow::Result<DynStore> {
     match &config.cassandra {
         Some(nodes) => {
-            let engine =
-                cql::CqlStore::connect(nodes, &config.env, config.replication.clone()).await?;
+            let engine = cql::CqlStore::connect(nodes, &config.env, config.replication.clone())
+                .await?
+                .probing(probe);
             Ok(Arc::new(Counted::new(engine)))
         }
         None => {
@@ -652,3 +656,24 @@ pub async fn open(config: &StoreConfig) -> anyhow::Result<DynStore> {
 
 #[cfg(test)]
 mod tests;
+
+/// A store failure as the client sees it: its text is logged, never shown.
+impl From<StoreError> for crate::kernel::error::ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::BadCursor => crate::kernel::error::ApiError::BadCursor,
+            StoreError::Unavailable(msg) => {
+                tracing::error!(error = %msg, "store unavailable");
+                crate::kernel::error::ApiError::Unavailable
+            }
+            StoreError::Full(msg) => {
+                tracing::error!(error = %msg, "store full");
+                crate::kernel::error::ApiError::StorageFull
+            }
+            StoreError::Invalid(msg) | StoreError::Internal(msg) => {
+                tracing::error!(error = %msg, "store error");
+                crate::kernel::error::ApiError::Internal
+            }
+        }
+    }
+}

@@ -78,7 +78,7 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 proptest! {
-    #![proptest_config(crate::common::proptest_config())]
+    #![proptest_config(crate::kernel::proptest_config())]
 
     #[test]
     fn a_cursor_decodes_to_the_key_it_was_made_from(
@@ -251,7 +251,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(crate::common::proptest_config())]
+    #![proptest_config(crate::kernel::proptest_config())]
 
     /// Doubles are a key type of the seam; no table keys on one today.
     #[test]
@@ -317,7 +317,7 @@ fn cursor_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(crate::common::proptest_config())]
+    #![proptest_config(crate::kernel::proptest_config())]
 
     #[test]
     fn any_cursor_reads_back_as_itself(c in any_cursor()) {

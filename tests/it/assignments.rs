@@ -3,12 +3,12 @@
 
 use std::collections::BTreeSet;
 
-use kartei::assignments::model::{AssignmentStatus, OBJECTS_KEYWORDS_STATUS, VIEWS};
-use kartei::assignments::repair::repair_views;
-use kartei::assignments::service::{Assignments, SuggestInput, Suggester};
-use kartei::common::bounded;
+use kartei::domains::assignments::model::{AssignmentStatus, OBJECTS_KEYWORDS_STATUS, VIEWS};
+use kartei::domains::assignments::repair::repair_views;
+use kartei::domains::assignments::service::{Assignments, SuggestInput, Suggester};
+use kartei::domains::themes::service::{CategoryInput, KeywordInput, Themes};
+use kartei::kernel::bounded;
 use kartei::store::DynStore;
-use kartei::themes::service::{CategoryInput, KeywordInput, Themes};
 use serde_json::{Value, json};
 
 use crate::both_engines;
@@ -32,7 +32,8 @@ pub(crate) struct Vocabulary {
 }
 
 pub(crate) async fn vocabulary(store: &DynStore) -> Vocabulary {
-    let admin = kartei::auth::Principal::local("tester", &[kartei::auth::Role::Admin]);
+    let admin =
+        kartei::kernel::roles::Principal::local("tester", &[kartei::kernel::roles::Role::Admin]);
     let u = uid();
     let v = Vocabulary {
         p: format!("p-{u}"),
@@ -433,7 +434,7 @@ async fn a_bulk_transition_queues_only_the_objects_whose_transition_applied(engi
     *faulty.fail_apply_on.lock().unwrap() = vec!["release_ddbids"];
     let crashing = Assignments::new(faulty);
     for d in &ddbs[3..5] {
-        let k = kartei::assignments::model::AssignmentKey {
+        let k = kartei::domains::assignments::model::AssignmentKey {
             portal_id: v.p.clone(),
             ddb_id: d.clone(),
             keyword_id: v.k1.clone(),
@@ -599,12 +600,12 @@ async fn a_crash_between_base_row_and_query_tables_is_healed(engine: Engine) {
     assert_eq!(listed(Some("AUTOSUGGESTED")).await, 0, "query table");
 
     // A transition whose query-table write crashes too.
-    let editor = kartei::auth::Principal {
+    let editor = kartei::kernel::roles::Principal {
         sub: Some("erik".into()),
-        roles: [kartei::auth::Role::Editor].into(),
+        roles: [kartei::kernel::roles::Role::Editor].into(),
         valid_until: None,
     };
-    let k = kartei::assignments::model::AssignmentKey {
+    let k = kartei::domains::assignments::model::AssignmentKey {
         portal_id: v.p.clone(),
         ddb_id: "crash-1".into(),
         keyword_id: v.k1.clone(),
@@ -659,7 +660,7 @@ async fn a_crashed_release_run_can_run_again(engine: Engine) {
     let editor = principal("erik", "editor");
     let keys: Vec<_> = ddbs
         .iter()
-        .map(|d| kartei::assignments::model::AssignmentKey {
+        .map(|d| kartei::domains::assignments::model::AssignmentKey {
             portal_id: v.p.clone(),
             ddb_id: d.clone(),
             keyword_id: v.k1.clone(),
@@ -710,10 +711,10 @@ async fn a_crashed_release_run_can_run_again(engine: Engine) {
     check_views(&srv.store, &v.p).await;
 }
 
-fn principal(sub: &str, role: &str) -> kartei::auth::Principal {
-    kartei::auth::Principal {
+fn principal(sub: &str, role: &str) -> kartei::kernel::roles::Principal {
+    kartei::kernel::roles::Principal {
         sub: Some(sub.into()),
-        roles: [kartei::auth::Role::parse(role).unwrap()].into(),
+        roles: [kartei::kernel::roles::Role::parse(role).unwrap()].into(),
         valid_until: None,
     }
 }
@@ -829,7 +830,8 @@ async fn every_role_against_every_mutation(engine: Engine) {
     }
     // A wrongly signed token is refused for every mutation.
     let forged = {
-        let other = kartei::auth::Auth::hs256(b"another-secret-0123456789abcdef-0123").unwrap();
+        let other =
+            kartei::edge::auth::Auth::hs256(b"another-secret-0123456789abcdef-0123").unwrap();
         other.mint("mallory", &["admin".into()], 60).unwrap()
     };
     let r = srv
@@ -894,12 +896,14 @@ async fn many(store: &DynStore, v: &Vocabulary) -> Vec<(String, String, String, 
         .iter()
         .enumerate()
         .filter(|(i, w)| i % 4 == 0 && w.3 == "SUGGESTED")
-        .map(|(_, w)| kartei::assignments::model::AssignmentKey {
-            portal_id: v.p.clone(),
-            ddb_id: w.0.clone(),
-            keyword_id: w.1.clone(),
-            creator: w.2.clone(),
-        })
+        .map(
+            |(_, w)| kartei::domains::assignments::model::AssignmentKey {
+                portal_id: v.p.clone(),
+                ddb_id: w.0.clone(),
+                keyword_id: w.1.clone(),
+                creator: w.2.clone(),
+            },
+        )
         .collect();
     for chunk in to_accept.chunks(200) {
         let r = service
@@ -1115,10 +1119,15 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
     );
     let text = lines.join("\n");
     let service = Assignments::new(srv.store.clone());
-    let first =
-        kartei::assignments::import::import(&service, "ingest-bot", text.as_bytes(), text.len(), 8)
-            .await
-            .unwrap();
+    let first = kartei::domains::assignments::import::import(
+        &service,
+        "ingest-bot",
+        text.as_bytes(),
+        text.len(),
+        8,
+    )
+    .await
+    .unwrap();
     assert_eq!(first.created, 40, "{}", first.summary());
     assert_eq!(
         first.errors.iter().map(|e| e.0).collect::<Vec<_>>(),
@@ -1126,15 +1135,20 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
         "{:?}",
         first.errors
     );
-    let again =
-        kartei::assignments::import::import(&service, "ingest-bot", text.as_bytes(), text.len(), 8)
-            .await
-            .unwrap();
+    let again = kartei::domains::assignments::import::import(
+        &service,
+        "ingest-bot",
+        text.as_bytes(),
+        text.len(),
+        8,
+    )
+    .await
+    .unwrap();
     assert_eq!((again.created, again.existing), (0, 40));
 
     // A curator's status survives a re-import, and rows whose query rows are
     // missing (an import killed between its writes) are healed by running it again.
-    let key = |d: &str| kartei::assignments::model::AssignmentKey {
+    let key = |d: &str| kartei::domains::assignments::model::AssignmentKey {
         portal_id: v.p.clone(),
         ddb_id: d.into(),
         keyword_id: v.k1.clone(),
@@ -1163,10 +1177,15 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
     }
     assert_eq!(lost.len(), 50);
     srv.store.apply(lost).await.unwrap();
-    let third =
-        kartei::assignments::import::import(&service, "ingest-bot", text.as_bytes(), text.len(), 1)
-            .await
-            .unwrap();
+    let third = kartei::domains::assignments::import::import(
+        &service,
+        "ingest-bot",
+        text.as_bytes(),
+        text.len(),
+        1,
+    )
+    .await
+    .unwrap();
     assert_eq!((third.created, third.existing), (0, 40));
     let a3 = service.of_object("imp-3", Some(&v.p)).await.unwrap();
     assert_eq!(a3[0].status, AssignmentStatus::Accepted);
@@ -1184,10 +1203,15 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
 
     // One key twice in a file: created once, then "already present".
     let twice = [lines[0].clone(), lines[0].clone()].join("\n");
-    let dup =
-        kartei::assignments::import::import(&service, "dup-bot", twice.as_bytes(), twice.len(), 2)
-            .await
-            .unwrap();
+    let dup = kartei::domains::assignments::import::import(
+        &service,
+        "dup-bot",
+        twice.as_bytes(),
+        twice.len(),
+        2,
+    )
+    .await
+    .unwrap();
     assert_eq!((dup.created, dup.existing), (1, 1), "{}", dup.summary());
     let page = service
         .list(
@@ -1201,7 +1225,7 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
         .unwrap();
     assert_eq!(page.items.len(), 39);
     assert!(page.items.iter().all(|(_, a)| a.confidence == Some(0.8)
-        && a.assignment_type == kartei::assignments::model::AssignmentType::Machine));
+        && a.assignment_type == kartei::domains::assignments::model::AssignmentType::Machine));
     check_views(&srv.store, &v.p).await;
 }
 

@@ -127,7 +127,7 @@ fn a_new_secret_is_written_whole_and_owner_only() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, ["auth-secret"]);
-    let auth = kartei::auth::Auth::hs256(secret.as_bytes()).unwrap();
+    let auth = kartei::edge::auth::Auth::hs256(secret.as_bytes()).unwrap();
     let p = auth.principal(Some(&format!("Bearer {token}"))).unwrap();
     assert_eq!(p.sub.as_deref(), Some("anna"));
     let again = mint();
@@ -263,13 +263,13 @@ fn rs256_tokens_must_name_the_configured_issuer_and_audience() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
     let private = std::fs::read(format!("{dir}/rs256-test-private.pem")).unwrap();
     let key = EncodingKey::from_rsa_pem(&private).unwrap();
-    let args = kartei::auth::AuthArgs {
+    let args = kartei::edge::auth::AuthArgs {
         auth_public_key: Some(format!("{dir}/rs256-test-public.pem").into()),
         auth_issuer: Some("https://login.example.org".into()),
         auth_audience: Some("kartei".into()),
         ..Default::default()
     };
-    let auth = kartei::auth::Auth::from_args(&args, None).unwrap();
+    let auth = kartei::edge::auth::Auth::from_args(&args, None).unwrap();
     let token = |extra: Value| {
         let mut c = json!({"sub": "ed", "roles": ["editor"], "exp": now() + 600});
         c.as_object_mut()
@@ -289,7 +289,7 @@ fn rs256_tokens_must_name_the_configured_issuer_and_audience() {
     ] {
         let r = token(bad.clone());
         assert!(
-            matches!(r, Err(kartei::error::ApiError::InvalidToken(_))),
+            matches!(r, Err(kartei::kernel::error::ApiError::InvalidToken(_))),
             "{bad}: {r:?}"
         );
     }

@@ -729,7 +729,10 @@ async fn the_collector_never_takes_a_referenced_original(engine: Engine) {
         let (_, first) = register(&srv, &url, &context).await;
         settled(&srv, first["referenceId"].as_str().unwrap()).await;
         // Drop every reference, then register again while collecting.
-        let admin = kartei::auth::Principal::local("tester", &[kartei::auth::Role::Admin]);
+        let admin = kartei::kernel::roles::Principal::local(
+            "tester",
+            &[kartei::kernel::roles::Role::Admin],
+        );
         srv.binaries.delete_context(&admin, &context).await.unwrap();
         let collector = {
             let b = srv.binaries.clone();
@@ -940,7 +943,7 @@ async fn the_iiif_image_api_answers_level_2_requests(engine: Engine) {
 /// the stored derivatives while the flood's renders are still under way:
 /// at most the flood render running when it asked ends before it is served.
 async fn one_client_s_flood_of_render_variants_never_delays_another_client(engine: Engine) {
-    let args = kartei::config::BinaryArgs {
+    let args = kartei::app::config::BinaryArgs {
         // Each flood render (an 800×600 original made into about 1,800×1,500
         // pixels) counts about 3 M pixels: one at a time fills the share.
         render_pixels_in_flight: 30_000_000,
@@ -1129,7 +1132,7 @@ async fn rechecking_revalidates_and_rederives_changed_content(engine: Engine) {
 /// A context's logs are streamed a page of references at a time; the answer
 /// is one JSON array holding every reference's lines, across pages.
 async fn a_context_s_logs_come_in_one_array_across_pages(engine: Engine) {
-    use kartei::binaries::service::LOG_PAGE;
+    use kartei::domains::binaries::service::LOG_PAGE;
     // No crawler, in keyspaces of its own: the hundred links are never
     // fetched (other tests' crawlers would spend minutes on them).
     let srv = crate::support::serve_crawling(
@@ -1141,7 +1144,8 @@ async fn a_context_s_logs_come_in_one_array_across_pages(engine: Engine) {
     .await;
     let o = origin().await;
     let context = format!("logs-{}", uid());
-    let machine = kartei::auth::Principal::local("logs", &[kartei::auth::Role::Machine]);
+    let machine =
+        kartei::kernel::roles::Principal::local("logs", &[kartei::kernel::roles::Role::Machine]);
     let n = LOG_PAGE * 2 + 3;
     for i in 0..n {
         srv.binaries
@@ -1209,10 +1213,10 @@ async fn crawl_link(srv: &TestServer, url: &str, token: &str) -> Value {
 /// The stored history rows of a link (the `links` table), read directly.
 async fn link_rows(srv: &TestServer, url: &str) -> Vec<kartei::store::Row> {
     use kartei::store::{Slice, Store};
-    let key = kartei::crawl::model::LinkKey::of(url).unwrap();
+    let key = kartei::domains::crawl::model::LinkKey::of(url).unwrap();
     srv.store
         .slice(
-            &kartei::crawl::model::LINKS,
+            &kartei::domains::crawl::model::LINKS,
             &Slice::partition(vec![key.dom.as_str().into(), key.bucket().into()]).prefix(vec![
                 key.subdom.as_str().into(),
                 key.path.as_str().into(),
@@ -1388,7 +1392,9 @@ async fn credentials_in_a_url_are_never_stored_shown_nor_sent(engine: Engine) {
         let key = [url.into()];
         let store = srv.store.clone();
         async move {
-            let row = store.get(&kartei::binaries::model::URLS, &key).await;
+            let row = store
+                .get(&kartei::domains::binaries::model::URLS, &key)
+                .await;
             row.unwrap().is_some()
         }
     };
@@ -1404,7 +1410,7 @@ async fn credentials_in_a_url_are_never_stored_shown_nor_sent(engine: Engine) {
 /// The one original row of a store of its own, if any.
 async fn originals_in(store: &kartei::store::DynStore) -> Vec<kartei::store::Row> {
     store
-        .scan(&kartei::binaries::model::ORIGINALS, None, 100)
+        .scan(&kartei::domains::binaries::model::ORIGINALS, None, 100)
         .await
         .unwrap()
         .rows
@@ -1422,7 +1428,7 @@ async fn a_slow_upload_renews_its_lease_and_a_stalled_one_leaves_nothing(engine:
     let now = Arc::new(std::sync::Mutex::new(time::OffsetDateTime::now_utc()));
     let clock = {
         let now = now.clone();
-        kartei::common::Clock::from_fn(move || *now.lock().unwrap())
+        kartei::kernel::Clock::from_fn(move || *now.lock().unwrap())
     };
     let b = crate::support::binaries_at(&store, clock);
     let advance = |minutes: i64| *now.lock().unwrap() += time::Duration::minutes(minutes);
@@ -1432,7 +1438,8 @@ async fn a_slow_upload_renews_its_lease_and_a_stalled_one_leaves_nothing(engine:
     let start = |context: &'static str| {
         let (tx, rx) = mpsc::unbounded::<Result<Bytes, std::io::Error>>();
         let b = b.clone();
-        let who = kartei::auth::Principal::local("up", &[kartei::auth::Role::Machine]);
+        let who =
+            kartei::kernel::roles::Principal::local("up", &[kartei::kernel::roles::Role::Machine]);
         (
             tx,
             tokio::spawn(async move { b.upload(&who, context, rx).await }),
@@ -1501,7 +1508,7 @@ async fn a_slow_upload_renews_its_lease_and_a_stalled_one_leaves_nothing(engine:
         .expect_err("the stalled upload fails");
     assert_eq!(failed.code(), "TIMEOUT", "{failed:?}");
     let chunks = store
-        .scan(&kartei::binaries::model::ORIGINALS_DATA, None, 100)
+        .scan(&kartei::domains::binaries::model::ORIGINALS_DATA, None, 100)
         .await
         .unwrap()
         .rows;

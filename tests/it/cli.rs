@@ -64,12 +64,12 @@ fn token_mints_a_verifiable_jwt() {
         .unwrap();
     assert!(out.status.success());
     let token = String::from_utf8(out.stdout).unwrap();
-    let auth = kartei::auth::Auth::hs256(b"0123456789abcdef0123456789abcdef").unwrap();
+    let auth = kartei::edge::auth::Auth::hs256(b"0123456789abcdef0123456789abcdef").unwrap();
     let p = auth
         .principal(Some(&format!("Bearer {}", token.trim())))
         .unwrap();
     assert_eq!(p.sub.as_deref(), Some("anna"));
-    assert!(p.has(kartei::auth::Role::Editor));
+    assert!(p.has(kartei::kernel::roles::Role::Editor));
 }
 
 #[test]
@@ -101,12 +101,15 @@ fn import_vocabulary_reports_bad_lines_and_fails() {
 fn schema_prints_the_sdl() {
     let out = kartei().arg("schema").output().unwrap();
     assert!(out.status.success());
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), kartei::app::sdl());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        kartei::api::schema::sdl()
+    );
 }
 
 #[test]
 fn import_assignments_and_repair_views_exit_codes() {
-    use kartei::assignments::model::OBJECTS_KEYWORDS_STATUS;
+    use kartei::domains::assignments::model::OBJECTS_KEYWORDS_STATUS;
     use kartei::store::{Mutation, Store, Value, buckets::bucket_of};
 
     let dir = tempfile::tempdir().unwrap();

@@ -11,10 +11,10 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use kartei::auth::{Principal, Role};
-use kartei::binaries::model::BinaryStatus;
-use kartei::binaries::service::Binaries;
-use kartei::config::CrawlArgs;
+use kartei::app::config::CrawlArgs;
+use kartei::domains::binaries::model::BinaryStatus;
+use kartei::domains::binaries::service::Binaries;
+use kartei::kernel::roles::{Principal, Role};
 use serde_json::{Value, json};
 
 use crate::binaries::jpeg;

@@ -192,8 +192,8 @@ fn kill_after(args: &[&str], target: &Target, after: Duration) -> bool {
 
 /// The tables the importers and the assignment workflow write.
 fn workflow_tables() -> Vec<&'static Table> {
-    use kartei::assignments::model as a;
-    use kartei::themes::model as t;
+    use kartei::domains::assignments::model as a;
+    use kartei::domains::themes::model as t;
     vec![
         &t::CATEGORIES,
         &t::CATEGORIES_PARENTS,
@@ -497,7 +497,7 @@ impl Drop for Server {
 
 fn token(sub: &str, roles: &[&str]) -> String {
     let roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
-    kartei::auth::Auth::hs256(SECRET.as_bytes())
+    kartei::edge::auth::Auth::hs256(SECRET.as_bytes())
         .expect("secret")
         .mint(sub, &roles, 3600)
         .expect("mint")
@@ -1020,7 +1020,11 @@ fn a_full_disk_refuses_writes_with_a_code_keeps_reads_and_recovers() {
         server.stop();
         // Nothing corrupted: the store opens, holds every acknowledged row, and its views are in step.
         let store = open_dir(&data);
-        let rows = dump(&store, &[&kartei::assignments::model::OBJECTS_KEYWORDS]).await;
+        let rows = dump(
+            &store,
+            &[&kartei::domains::assignments::model::OBJECTS_KEYWORDS],
+        )
+        .await;
         assert_eq!(rows["objects_keywords"].len(), acked + 1);
         drop(store);
         finish(&["repair-views", "--check"], &target);
@@ -1200,7 +1204,7 @@ async fn settled_ok(http: &reqwest::Client, url: &str, reference: &str) {
 /// chunks and its four derivatives; nothing else is left but what `allowed`
 /// names (originals in work, if any).
 async fn binaries_whole(store: &DynStore, seed: u64) -> BTreeMap<String, String> {
-    use kartei::binaries::model as b;
+    use kartei::domains::binaries::model as b;
     let all = |t: &'static Table| {
         let store = store.clone();
         async move {
@@ -1345,7 +1349,7 @@ async fn upload_and_gc_killed(target: Target, open: &dyn Fn() -> DynStore, seed:
     let store = open();
     let later = time::OffsetDateTime::now_utc() + time::Duration::hours(2);
     let binaries =
-        crate::support::binaries_at(&store, kartei::common::Clock::from_fn(move || later));
+        crate::support::binaries_at(&store, kartei::kernel::Clock::from_fn(move || later));
     binaries.collect_garbage().await.expect("collect");
     let left = binaries_whole(&store, seed).await;
     assert_eq!(

@@ -691,7 +691,7 @@ fn slow_requests_stop_at_their_deadline_and_when_the_client_leaves() {
             f as kartei::store::DynStore
         });
         let faulty = faulty.get().unwrap().clone();
-        let limits = kartei::config::Limits {
+        let limits = kartei::kernel::limits::Limits {
             request_timeout: 1,
             ..test_limits()
         };
@@ -778,7 +778,7 @@ fn slow_requests_stop_at_their_deadline_and_when_the_client_leaves() {
 #[test]
 fn a_client_that_stops_reading_loses_the_connection() {
     run(async {
-        let limits = kartei::config::Limits {
+        let limits = kartei::kernel::limits::Limits {
             write_timeout: 1,
             ..test_limits()
         };
@@ -830,7 +830,7 @@ fn a_client_that_stops_reading_loses_the_connection() {
 /// An in-process test server on the embedded store with `limits` (its
 /// binary worker running when `worker`).
 async fn embedded_server(
-    limits: kartei::config::Limits,
+    limits: kartei::kernel::limits::Limits,
     worker: bool,
 ) -> crate::support::TestServer {
     serve_store(
@@ -918,7 +918,7 @@ async fn init(ws: &mut crate::live::Socket, token: Option<&str>) -> bool {
 #[test]
 fn one_client_cannot_take_every_socket_or_subscription_place() {
     run(async {
-        let limits = kartei::config::Limits {
+        let limits = kartei::kernel::limits::Limits {
             max_connections: 8,
             reserved_for_tokens: 50,
             max_sockets_per_client: 2,
@@ -1012,7 +1012,7 @@ fn one_client_cannot_take_every_socket_or_subscription_place() {
 #[test]
 fn slow_headers_are_cut_off_at_the_header_timeout() {
     run(async {
-        let limits = kartei::config::Limits {
+        let limits = kartei::kernel::limits::Limits {
             header_timeout: 2,
             ..test_limits()
         };

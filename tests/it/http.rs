@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::http::Request;
-use kartei::config::Limits;
+use kartei::kernel::limits::Limits;
 use serde_json::{Value, json};
 
 use crate::support::{Engine, call, code, router, router_with, run, server};
@@ -24,7 +24,7 @@ fn health_metrics_graphiql_and_schema_answer() {
         assert!(metrics.contains("kartei_http_request_duration_seconds_count"));
         assert!(srv.get_text("/graphiql").await.contains("graphiql"));
         let sdl = srv.get_text("/schema.graphql").await;
-        assert_eq!(sdl, kartei::app::sdl());
+        assert_eq!(sdl, kartei::api::schema::sdl());
     });
 }
 
@@ -32,7 +32,7 @@ fn health_metrics_graphiql_and_schema_answer() {
 fn schema_graphql_is_the_printed_sdl() {
     let on_disk = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql"))
         .unwrap_or_default();
-    let printed = kartei::app::sdl();
+    let printed = kartei::api::schema::sdl();
     if on_disk != printed {
         if std::env::var("KARTEI_UPDATE_SCHEMA").is_ok() {
             std::fs::write(
@@ -223,7 +223,7 @@ fn graphql_over_http_follows_the_spec() {
 #[test]
 fn cors_follows_the_configured_origins() {
     run(async {
-        let edge = kartei::config::EdgeArgs {
+        let edge = kartei::edge::EdgeArgs {
             cors_origins: vec!["https://curators.example.org".into()],
             ..Default::default()
         };
@@ -345,7 +345,7 @@ fn persisted_queries_caching_compression_and_request_ids() {
         let mhash = format!("{:x}", sha2::Sha256::digest(mutation.as_bytes()));
         let mext = json!({"persistedQuery": {"version": 1, "sha256Hash": mhash}}).to_string();
         let body = json!({"query": mutation, "extensions": {"persistedQuery": {"version": 1, "sha256Hash": mhash}}}).to_string();
-        let token = kartei::auth::Auth::hs256(crate::support::SECRET.as_bytes())
+        let token = kartei::edge::auth::Auth::hs256(crate::support::SECRET.as_bytes())
             .unwrap()
             .mint("m", &["machine".into()], 60)
             .unwrap();

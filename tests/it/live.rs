@@ -8,13 +8,13 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
-use kartei::assignments::events::{
+use kartei::domains::assignments::events::{
     ASSIGNMENT_EVENTS, BROADCAST, Change, Event, Events, FeedConfig,
 };
-use kartei::assignments::model::{AssignmentKey, AssignmentStatus};
-use kartei::assignments::service::{Assignments, SuggestInput, Suggester};
-use kartei::auth::{Principal, Role};
-use kartei::common::Clock;
+use kartei::domains::assignments::model::{AssignmentKey, AssignmentStatus};
+use kartei::domains::assignments::service::{Assignments, SuggestInput, Suggester};
+use kartei::kernel::Clock;
+use kartei::kernel::roles::{Principal, Role};
 use kartei::store::{Counted, DynStore, Mutation, Slice, Store};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -312,7 +312,7 @@ async fn healthy(srv: &TestServer) {
 /// each lose their socket; a socket over `--max-connections` is refused with
 /// 503 until one closes. The server serves everyone else throughout.
 async fn hostile_websocket_clients_are_cut_off(engine: Engine) {
-    let limits = kartei::config::Limits {
+    let limits = kartei::kernel::limits::Limits {
         max_body_bytes: 4096,
         max_connections: 3,
         ..test_limits()

@@ -13,6 +13,7 @@ mod engine;
 mod faults;
 mod hostile;
 mod http;
+mod layers;
 mod live;
 mod suggestions;
 mod themes;

@@ -2,11 +2,11 @@
 //! killed imports that stay invisible, rollback, feedback masking, title
 //! lookup, the 100-page multi-get, the REST drop-in and role checks.
 
-use kartei::auth::{Principal, Role};
+use kartei::domains::suggestions::import::{ImportOptions, ImportReport, import};
+use kartei::domains::suggestions::model::{DatasetState, SUGGESTIONS};
+use kartei::domains::suggestions::service::{FeedbackInput, ReadOptions, Suggestions};
+use kartei::kernel::roles::{Principal, Role};
 use kartei::store::{DynStore, Slice, Store, Value};
-use kartei::suggestions::import::{ImportOptions, ImportReport, import};
-use kartei::suggestions::model::{DatasetState, SUGGESTIONS};
-use kartei::suggestions::service::{FeedbackInput, ReadOptions, Suggestions};
 use serde_json::{Value as Json, json};
 
 use crate::both_engines;
@@ -104,7 +104,7 @@ async fn publishing_switches_datasets_at_once(engine: Engine) {
 
     // B is written but not published: readers still see only A.
     let b = s.begin(&machine(), &wiki, None).await.unwrap();
-    let rec = |l: String| kartei::suggestions::import::parse(&l).unwrap();
+    let rec = |l: String| kartei::domains::suggestions::import::parse(&l).unwrap();
     s.write(
         &b,
         vec![rec(line(1, "B1.jpg", 0.8)), rec(line(3, "B3.jpg", 0.6))],

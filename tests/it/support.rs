@@ -5,8 +5,9 @@
 use std::future::Future;
 use std::sync::{Arc, LazyLock};
 
-use kartei::auth::Auth;
-use kartei::config::{BinaryArgs, Limits};
+use kartei::app::config::BinaryArgs;
+use kartei::edge::auth::Auth;
+use kartei::kernel::limits::Limits;
 use kartei::store::cql::CqlStore;
 use kartei::store::embedded::EmbeddedStore;
 use kartei::store::{
@@ -171,8 +172,8 @@ pub struct TestServer {
     pub url: String,
     pub client: reqwest::Client,
     pub store: DynStore,
-    pub binaries: kartei::binaries::service::Binaries,
-    pub crawl: kartei::crawl::service::Crawl,
+    pub binaries: kartei::domains::binaries::service::Binaries,
+    pub crawl: kartei::domains::crawl::service::Crawl,
     auth: Auth,
     _store: TestStore,
 }
@@ -223,7 +224,7 @@ pub const ORIGIN_NETWORKS: &[&str] = &[
     "127.0.0.128/25",
 ];
 
-pub fn origin_networks() -> Vec<kartei::crawl::fetch::Cidr> {
+pub fn origin_networks() -> Vec<kartei::domains::web::Cidr> {
     ORIGIN_NETWORKS.iter().map(|c| c.parse().unwrap()).collect()
 }
 
@@ -247,8 +248,8 @@ pub fn test_binary_args() -> BinaryArgs {
 /// test server on the shared Cassandra keyspace may crawl any test's sites,
 /// so they all keep the same spacing), short passes, a short claim TTL (a
 /// stopped fetcher's domains are taken over quickly).
-pub fn test_crawl_args() -> kartei::config::CrawlArgs {
-    kartei::config::CrawlArgs {
+pub fn test_crawl_args() -> kartei::app::config::CrawlArgs {
+    kartei::app::config::CrawlArgs {
         crawl_delay_ms: 50,
         crawl_pass: std::time::Duration::from_millis(100),
         claim_ttl: std::time::Duration::from_secs(2),
@@ -278,13 +279,13 @@ impl TestStore {
 /// The application's router over a fresh embedded store, for requests sent
 /// with `tower::ServiceExt::oneshot` (no socket, no network).
 pub async fn router(limits: Limits) -> (axum::Router, TestStore) {
-    router_with(limits, kartei::config::EdgeArgs::default()).await
+    router_with(limits, kartei::edge::EdgeArgs::default()).await
 }
 
 /// Like [`router`], with the edge's settings (CORS) given.
 pub async fn router_with(
     limits: Limits,
-    edge: kartei::config::EdgeArgs,
+    edge: kartei::edge::EdgeArgs,
 ) -> (axum::Router, TestStore) {
     let ts = store(Engine::Embedded).await;
     let binaries = kartei::app::binaries(&test_binary_args(), ts.store.clone()).expect("binaries");
@@ -303,7 +304,7 @@ pub async fn router_with(
         binaries,
         crawl,
     );
-    (kartei::http::router(app), ts)
+    (kartei::edge::router(app), ts)
 }
 
 /// Sends one request to a router; returns the status, the headers and the body.
@@ -336,7 +337,7 @@ pub async fn serve_crawling(
     ts: TestStore,
     limits: Limits,
     binary_args: BinaryArgs,
-    crawl: Option<kartei::config::CrawlArgs>,
+    crawl: Option<kartei::app::config::CrawlArgs>,
 ) -> TestServer {
     let worker = crawl.is_some();
     // Its own count of round trips, whatever other tests do on a shared cluster store.
@@ -597,15 +598,15 @@ pub async fn second_instance(srv: &TestServer) -> Instance {
 async fn listen(
     store: DynStore,
     limits: Limits,
-    binaries: kartei::binaries::service::Binaries,
-    crawl: kartei::crawl::service::Crawl,
+    binaries: kartei::domains::binaries::service::Binaries,
+    crawl: kartei::domains::crawl::service::Crawl,
 ) -> (String, tokio::sync::oneshot::Sender<()>) {
-    let connections = kartei::http::ConnectionLimits::from_limits(&limits);
+    let connections = kartei::edge::ConnectionLimits::from_limits(&limits);
     let app = kartei::app::App::new(
         store,
         Auth::hs256(SECRET.as_bytes()).expect("secret"),
         limits,
-        kartei::config::EdgeArgs::default(),
+        kartei::edge::EdgeArgs::default(),
         binaries,
         crawl,
     );
@@ -615,9 +616,9 @@ async fn listen(
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
-        kartei::http::serve(
+        kartei::edge::serve(
             listener,
-            kartei::http::router(app),
+            kartei::edge::router(app),
             connections,
             async move {
                 let _ = stopped.await;
@@ -632,16 +633,16 @@ async fn listen(
 /// for the collector (tests of leases).
 pub fn binaries_at(
     store: &DynStore,
-    clock: kartei::common::Clock,
-) -> kartei::binaries::service::Binaries {
-    kartei::binaries::service::Binaries::with_clock(
+    clock: kartei::kernel::Clock,
+) -> kartei::domains::binaries::service::Binaries {
+    kartei::domains::binaries::service::Binaries::with_clock(
         store.clone(),
-        kartei::binaries::service::BinaryConfig {
+        kartei::domains::binaries::service::BinaryConfig {
             gc_grace: std::time::Duration::ZERO,
             ..Default::default()
         },
-        kartei::crawl::fetch::FetchPolicy { allow: Vec::new() },
-        Arc::new(kartei::crawl::service::Links::new(store.clone())),
+        kartei::domains::web::FetchPolicy { allow: Vec::new() },
+        Arc::new(kartei::domains::crawl::service::Links::new(store.clone())),
         clock,
     )
 }

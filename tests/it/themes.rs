@@ -290,7 +290,7 @@ async fn keyword_pages_cost_a_fixed_number_of_round_trips(engine: Engine) {
     // is measured by the curator-page benchmark's store-call figures.
     let srv = crate::support::server_with(
         engine,
-        kartei::config::Limits {
+        kartei::kernel::limits::Limits {
             batch_window_ms: 50,
             ..Default::default()
         },
@@ -382,7 +382,7 @@ async fn every_mutation_needs_the_admin_role(engine: Engine) {
             "upsertGndEntity",
         ),
     ];
-    let wrong_secret = kartei::auth::Auth::hs256(b"another-secret-0123456789-0123456789")
+    let wrong_secret = kartei::edge::auth::Auth::hs256(b"another-secret-0123456789-0123456789")
         .unwrap()
         .mint("x", &["admin".into()], 60)
         .unwrap();
@@ -434,11 +434,11 @@ async fn listed_in(
 /// Issue 30: two concurrent `upsertKeyword` calls moving one keyword to
 /// different categories left it in both (40 of 40 tries).
 async fn two_concurrent_moves_leave_a_keyword_in_one_category(engine: Engine) {
-    use kartei::store::{Bound, Slice, Store};
-    use kartei::themes::model::{
+    use kartei::domains::themes::model::{
         KEYWORDS, KEYWORDS_CATEGORIES, KEYWORDS_HIERARCHIES, KEYWORDS_SEARCH,
     };
-    use kartei::themes::service::{KeywordInput, Themes};
+    use kartei::domains::themes::service::{KeywordInput, Themes};
+    use kartei::store::{Bound, Slice, Store};
     let srv = server(engine).await;
     let t = tree(&srv).await;
     let k = format!("k-{}", uid());
@@ -462,7 +462,8 @@ async fn two_concurrent_moves_leave_a_keyword_in_one_category(engine: Engine) {
     let slow = crate::support::Faulty::new(srv.store.clone());
     *slow.read_delay.lock().unwrap() = Some(std::time::Duration::from_millis(20));
     let themes = Themes::new(slow);
-    let admin = kartei::auth::Principal::local("tester", &[kartei::auth::Role::Admin]);
+    let admin =
+        kartei::kernel::roles::Principal::local("tester", &[kartei::kernel::roles::Role::Admin]);
     themes.upsert_keyword(&admin, a.clone()).await.unwrap();
     let in_table = |table, category: &str| {
         let (store, category, k) = (srv.store.clone(), category.to_owned(), k.clone());
@@ -578,14 +579,14 @@ async fn two_concurrent_moves_leave_a_keyword_in_one_category(engine: Engine) {
 /// Issue 30: a 3,000-level category chain took 19 s and 1.38 GB to answer,
 /// and such chains grow the store with the square of their depth.
 async fn categories_deeper_than_the_maximum_category_depth_are_refused(engine: Engine) {
-    use kartei::themes::import::import;
-    use kartei::themes::model::KEYWORDS_HIERARCHIES;
-    use kartei::themes::service::Themes;
+    use kartei::domains::themes::import::import;
+    use kartei::domains::themes::model::KEYWORDS_HIERARCHIES;
+    use kartei::domains::themes::service::Themes;
     // The setting reaches the server: 4 levels here.
     let srv = crate::support::server_with(
         engine,
-        kartei::config::Limits {
-            vocabulary: kartei::config::VocabularyLimits {
+        kartei::kernel::limits::Limits {
+            vocabulary: kartei::kernel::limits::VocabularyLimits {
                 max_category_depth: 4,
             },
             ..crate::support::test_limits()
@@ -686,7 +687,7 @@ async fn categories_deeper_than_the_maximum_category_depth_are_refused(engine: E
 async fn a_category_tree_is_read_one_wave_per_level(engine: Engine) {
     let srv = crate::support::server_with(
         engine,
-        kartei::config::Limits {
+        kartei::kernel::limits::Limits {
             batch_window_ms: 50,
             ..Default::default()
         },
@@ -731,8 +732,8 @@ both_engines!(
 mod import {
     use std::io::BufReader;
 
-    use kartei::themes::import::import;
-    use kartei::themes::service::Themes;
+    use kartei::domains::themes::import::import;
+    use kartei::domains::themes::service::Themes;
     use serde_json::{Value, json};
 
     use crate::both_engines;
@@ -897,7 +898,7 @@ mod import {
             "{:?}",
             killed.errors
         );
-        let label = |found: Vec<kartei::themes::model::Keyword>| {
+        let label = |found: Vec<kartei::domains::themes::model::Keyword>| {
             found.into_iter().map(|k| k.label).collect::<Vec<_>>()
         };
         assert!(label(themes.search(&p, "wasserburg", 5).await.unwrap()).is_empty());

@@ -153,7 +153,7 @@ fn run(slot: &Db, mut rx: mpsc::Receiver<Pending>, max_ops: usize) {
                 Err(_) => break,
             }
         }
-        crate::metrics::embedded_commit(group.len());
+        crate::kernel::metrics::embedded_commit(group.len());
         let jobs: Vec<&Job> = group.iter().map(|p| &p.job).collect();
         let done = slot.get().and_then(|db| {
             // A panic in a job (a bug) fails its group, not the writer

@@ -1,0 +1,36 @@
+//! `viewer`: who the request's token says the caller is, so that a client
+//! (the curators' UI) can show the user and offer only what their roles allow.
+//! The rules themselves stay in the services; this only reports the token.
+
+use async_graphql::{Context, Object, SimpleObject};
+
+use crate::kernel::roles::Principal;
+
+#[derive(Default)]
+pub struct ViewerQuery;
+
+/// The caller of a request, as its bearer token says.
+#[derive(SimpleObject)]
+pub struct Viewer {
+    /// The token's subject: the creator recorded on writes.
+    pub sub: String,
+    /// The token's roles (contributor, archive, machine, editor, admin), sorted.
+    #[graphql(complexity = "crate::api::graphql::cost::list(5, child_complexity)")]
+    pub roles: Vec<String>,
+}
+
+#[Object]
+impl ViewerQuery {
+    /// The caller; null for a request without a token (a reader).
+    async fn viewer(&self, ctx: &Context<'_>) -> Option<Viewer> {
+        let principal = ctx.data_opt::<Principal>()?;
+        Some(Viewer {
+            sub: principal.sub.clone()?,
+            roles: principal
+                .roles
+                .iter()
+                .map(|r| r.name().to_owned())
+                .collect(),
+        })
+    }
+}

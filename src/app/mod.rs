@@ -1,0 +1,171 @@
+//! Assembles the application, in one place: configuration -> store ->
+//! services -> GraphQL schema -> router state (`App`, the edge's
+//! `AppState`). A new domain adds its service here and its root fields in
+//! `api::schema`. Also the builders of the binaries and crawl services from
+//! their flags, which the command line uses too.
+
+pub mod config;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::api::schema::{Services, live_schema, schema};
+use crate::app::config::{BinaryArgs, CrawlArgs};
+use crate::domains::assignments::service::Assignments;
+use crate::domains::binaries::imaging::ImagingLimits;
+use crate::domains::binaries::render_budget::RenderLimits;
+use crate::domains::binaries::service::{Binaries, BinaryConfig};
+use crate::domains::crawl::service::{Crawl, CrawlConfig, Links};
+use crate::domains::suggestions::service::Suggestions;
+use crate::domains::themes::service::Themes;
+use crate::domains::web::{FetchLimits, FetchPolicy, Fetcher};
+use crate::edge::EdgeArgs;
+use crate::edge::auth::Auth;
+use crate::kernel::limits::Limits;
+use crate::store::DynStore;
+
+/// The running application: the router's state, built here.
+pub use crate::edge::AppState as App;
+
+impl App {
+    /// The services over `store` and the schema that serves them; starts the
+    /// tail of the assignment change feed (so it needs a tokio runtime).
+    pub fn new(
+        store: DynStore,
+        auth: Auth,
+        limits: Limits,
+        edge: EdgeArgs,
+        binaries: Binaries,
+        crawl: Crawl,
+    ) -> Arc<Self> {
+        let themes = Themes::new(store.clone())
+            .with_max_category_depth(limits.vocabulary.max_category_depth.into());
+        let suggestions = Suggestions::new(store.clone());
+        let assignments = Assignments::new(store.clone()).with_feed(feed(&limits.feed));
+        assignments.events().spawn_tail(Duration::from_millis(250));
+        let services = Services {
+            themes: themes.clone(),
+            assignments: assignments.clone(),
+            binaries: binaries.clone(),
+            suggestions: suggestions.clone(),
+            crawl: crawl.clone(),
+        };
+        let schema = schema(Some(services.clone()), &limits);
+        let live_schema = live_schema(services, &limits);
+        let sockets = crate::edge::sockets::Sockets::new(
+            crate::edge::sockets::SocketLimits::from_limits(&limits),
+        );
+        Arc::new(App {
+            gate: crate::api::graphql::gate_for(&limits),
+            schema,
+            live_schema,
+            auth: Arc::new(auth),
+            store,
+            themes,
+            assignments,
+            binaries,
+            suggestions,
+            crawl,
+            limits,
+            edge,
+            sockets,
+        })
+    }
+}
+
+/// The change feed's settings the flags describe.
+fn feed(args: &crate::kernel::limits::FeedArgs) -> crate::domains::assignments::events::FeedConfig {
+    crate::domains::assignments::events::FeedConfig {
+        lag: args.feed_lag,
+        replay_window: args.replay_window,
+        replay_budget_bytes: args.replay_budget_bytes,
+        ..Default::default()
+    }
+}
+
+/// The crawler's SSRF rules.
+fn policy(args: &BinaryArgs) -> FetchPolicy {
+    FetchPolicy {
+        allow: args.fetch_allow.clone(),
+    }
+}
+
+/// The binaries service the flags describe; the URLs it wants go to the
+/// crawl frontier in `store`.
+pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> {
+    anyhow::ensure!(
+        args.scale_lease >= Duration::from_secs(1),
+        "--scale-lease must be at least 1s"
+    );
+    anyhow::ensure!(
+        args.render_pixels_in_flight >= 1 && args.render_share_per_client >= 1,
+        "--render-pixels-in-flight and --render-share-per-client must be at least 1"
+    );
+    let config = BinaryConfig {
+        max_bytes: args.max_upload_bytes,
+        imaging: ImagingLimits {
+            max_pixels: args.max_pixels,
+            jpeg_quality: args.jpeg_quality,
+        },
+        max_attempts: args.fetch_attempts.max(1),
+        retry_base: Duration::from_secs(args.fetch_retry_delay),
+        gc_grace: Duration::from_secs(args.gc_grace),
+        public_url: args
+            .public_url
+            .as_ref()
+            .map(|u| u.trim_end_matches('/').to_owned()),
+        iiif_cache_bytes: args.iiif_cache_bytes,
+        max_decode_bytes: args.max_decode_bytes,
+        render: RenderLimits {
+            pixels_in_flight: args.render_pixels_in_flight,
+            share_per_client: args.render_share_per_client,
+            queue_per_client: args.render_queue_per_client,
+            wait: args.render_wait,
+            ..RenderLimits::default()
+        },
+        lease: args.scale_lease,
+    };
+    Ok(Binaries::new(
+        store.clone(),
+        config,
+        policy(args),
+        Arc::new(Links::new(store)),
+    ))
+}
+
+/// The crawl frontier's service the flags describe (its loops start with
+/// [`Crawl::spawn`]).
+pub fn crawl(
+    args: &CrawlArgs,
+    binary_args: &BinaryArgs,
+    store: DynStore,
+    binaries: Binaries,
+) -> anyhow::Result<Crawl> {
+    let fetcher = Fetcher::new(
+        policy(binary_args),
+        FetchLimits {
+            max_bytes: binary_args.max_upload_bytes,
+            connect_timeout: Duration::from_secs(binary_args.fetch_connect_timeout),
+            read_timeout: Duration::from_secs(binary_args.fetch_read_timeout),
+            total_timeout: Duration::from_secs(binary_args.fetch_total_timeout.max(1)),
+            min_rate: binary_args.fetch_min_rate,
+            max_redirects: binary_args.fetch_max_redirects,
+        },
+    )?;
+    let config = CrawlConfig {
+        delay: Duration::from_millis(args.crawl_delay_ms),
+        recrawl_after: args.recrawl_after,
+        claim_ttl: args.claim_ttl.max(Duration::from_secs(1)),
+        domains: args.crawl_domains.max(1),
+        pass: args.crawl_pass.max(Duration::from_millis(10)),
+        turn: args.crawl_turn.max(Duration::from_secs(1)),
+        ..CrawlConfig::default()
+    };
+    Ok(Crawl::new(
+        store.clone(),
+        Links::new(store),
+        binaries,
+        fetcher,
+        config,
+    ))
+}

@@ -1,0 +1,10 @@
+//! The assignments domain: keywords assigned to catalogue objects within a
+//! portal, the curation workflow, the release queue for the reindexer, the bulk
+//! importer of machine suggestions, `repair-views`, and the change feed that
+//! subscriptions read (`events`).
+
+pub mod events;
+pub mod import;
+pub mod model;
+pub mod repair;
+pub mod service;

@@ -1,0 +1,7 @@
+//! The themes domain: categories (portals at the top), keywords, keyword
+//! search, GND entity types, and the vocabulary importer.
+
+pub mod import;
+pub mod model;
+pub mod search;
+pub mod service;

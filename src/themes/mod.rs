@@ -1,9 +1,0 @@
-//! The themes domain: categories (portals at the top), keywords, keyword
-//! search, GND entity types, and the vocabulary importer.
-
-pub mod graphql;
-pub mod import;
-pub mod loaders;
-pub mod model;
-pub mod search;
-pub mod service;
