@@ -171,18 +171,6 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.crawl.crawl == "on" {
         crawl.spawn();
     }
-    {
-        // The current-dataset age of every wiki, for /metrics.
-        let s = kartei::domains::suggestions::service::Suggestions::new(store.clone());
-        tokio::spawn(async move {
-            loop {
-                if let Err(e) = s.refresh_metrics().await {
-                    tracing::warn!(error = %e.message(), "suggestion metrics not refreshed");
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(60)).await;
-            }
-        });
-    }
     let connections = kartei::edge::ConnectionLimits::from_limits(&args.limits);
     let app = kartei::app::App::new(
         store,
@@ -205,7 +193,18 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "cluster".into()
         }
     );
+    // The current-dataset age of every wiki, for /metrics.
+    app.suggestions
+        .spawn_metrics(std::time::Duration::from_secs(60));
+    let workers = app.workers();
     kartei::edge::serve(listener, kartei::edge::router(app), connections, shutdown()).await;
+    // Every background loop ends its current unit of work, then the process.
+    futures::future::join_all(
+        workers
+            .iter()
+            .map(|w| w.stop(std::time::Duration::from_secs(10))),
+    )
+    .await;
     Ok(ExitCode::SUCCESS)
 }
 

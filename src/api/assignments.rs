@@ -4,6 +4,7 @@
 use async_graphql::connection::{ConnectionNameType, EdgeNameType};
 use async_graphql::{Context, ID, InputObject, Object, OutputType, Result, SimpleObject};
 
+use crate::api::caller::caller;
 use crate::api::graphql::budget::Metered;
 use crate::api::graphql::connection::{self, Page, connection};
 use crate::api::graphql::cost;
@@ -11,7 +12,6 @@ use crate::api::themes::{Category, Keyword, loaders};
 use crate::domains::assignments::model::{self, AssignmentKey, AssignmentStatus, AssignmentType};
 use crate::domains::assignments::service::{AssignmentPage, Assignments, SuggestInput, Suggester};
 use crate::kernel::page_size;
-use crate::kernel::roles::Principal;
 
 /// What the assignments of one object are weighed as (up to
 /// `MAX_PER_OBJECT` are read; the answer's size budget bounds the rest).
@@ -19,10 +19,6 @@ const PER_OBJECT_WEIGHT: usize = 50;
 
 fn assignments<'a>(ctx: &Context<'a>) -> &'a Assignments {
     ctx.data_unchecked::<Assignments>()
-}
-
-fn principal<'a>(ctx: &Context<'a>) -> &'a Principal {
-    ctx.data_unchecked::<Principal>()
 }
 
 async fn category(ctx: &Context<'_>, id: &str) -> Result<Option<Metered<Category>>> {
@@ -345,7 +341,7 @@ impl AssignmentsMutation {
         ctx: &Context<'_>,
         input: SuggestAssignmentInput,
     ) -> Result<Metered<Assignment>> {
-        let who = Suggester::of(principal(ctx))?;
+        let who = Suggester::of(caller(ctx))?;
         let a = assignments(ctx)
             .suggest(
                 &who,
@@ -371,7 +367,7 @@ impl AssignmentsMutation {
         to: AssignmentStatus,
     ) -> Result<Metered<Assignment>> {
         let a = assignments(ctx)
-            .transition(principal(ctx), &key.into(), expected, to)
+            .transition(caller(ctx), &key.into(), expected, to)
             .await?;
         Ok(Assignment::metered(a))
     }
@@ -387,7 +383,7 @@ impl AssignmentsMutation {
     ) -> Result<Vec<Metered<TransitionResult>>> {
         let results = assignments(ctx)
             .transition_many(
-                principal(ctx),
+                caller(ctx),
                 keys.into_iter().map(Into::into).collect(),
                 expected,
                 to,
@@ -428,7 +424,7 @@ impl AssignmentsMutation {
     /// the reindexer (editor). Safe to run again after a failure.
     async fn run_release(&self, ctx: &Context<'_>, portal_id: ID) -> Result<ReleaseRun> {
         Ok(assignments(ctx)
-            .run_release(principal(ctx), &portal_id)
+            .run_release(caller(ctx), &portal_id)
             .await?
             .into())
     }
@@ -437,7 +433,7 @@ impl AssignmentsMutation {
     /// returns how many of them were queued.
     async fn acknowledge_release(&self, ctx: &Context<'_>, ddb_ids: Vec<ID>) -> Result<i32> {
         Ok(assignments(ctx)
-            .acknowledge(principal(ctx), ddb_ids.into_iter().map(|i| i.0).collect())
+            .acknowledge(caller(ctx), ddb_ids.into_iter().map(|i| i.0).collect())
             .await?)
     }
 }

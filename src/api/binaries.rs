@@ -2,6 +2,7 @@
 
 use async_graphql::{Context, ID, Object, Result, SimpleObject, Upload};
 
+use crate::api::caller::caller;
 use crate::api::graphql::budget::Metered;
 use crate::api::graphql::connection::{self, Page, connection};
 use crate::api::graphql::cost;
@@ -9,7 +10,7 @@ use crate::domains::binaries::model::{BinaryStatus, DERIVATIVES, Original, Refer
 use crate::domains::binaries::service::{Binaries, CHUNK, Registered};
 use crate::kernel::error::ApiError;
 use crate::kernel::page_size;
-use crate::kernel::roles::{Principal, Role};
+use crate::kernel::roles::Role;
 
 /// What a binary's crawl history or log is weighed as (a log keeps up to
 /// 1,000 lines; the answer's size budget bounds a long one).
@@ -17,11 +18,6 @@ const HISTORY_WEIGHT: usize = 20;
 
 fn binaries<'a>(ctx: &Context<'a>) -> &'a Binaries {
     ctx.data_unchecked::<Binaries>()
-}
-
-/// The request's caller (the HTTP layer puts it into every request).
-fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
-    ctx.data_unchecked::<Principal>()
 }
 
 /// A stored derivative: the original scaled to fit a box, as JPEG.

@@ -1,7 +1,9 @@
 //! The caller of a request as the REST routes and resolvers take it: what
 //! reading its bearer token gave (`Authenticated`, put into the request's
-//! extensions by the edge), and `Caller`, the extractor that turns a refused
-//! token into a 401.
+//! extensions by the edge), `Caller`, the extractor that turns a refused
+//! token into a 401, and `caller`, the same for a resolver.
+
+use async_graphql::Context;
 
 use crate::kernel::error::ApiError;
 use crate::kernel::roles::Principal;
@@ -30,4 +32,9 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Caller {
             }
         }
     }
+}
+
+/// The caller of a resolver's request (the edge puts it into every request).
+pub fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
+    ctx.data_unchecked::<Principal>()
 }

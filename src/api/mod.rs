@@ -19,3 +19,4 @@ pub mod suggestions_rest;
 pub mod theme_loaders;
 pub mod themes;
 pub mod viewer;
+pub mod workers;

@@ -20,6 +20,7 @@ use crate::kernel::limits::Limits;
 #[derive(MergedObject, Default)]
 pub struct Query(
     crate::api::viewer::ViewerQuery,
+    crate::api::workers::WorkersQuery,
     ThemesQuery,
     AssignmentsQuery,
     BinariesQuery,

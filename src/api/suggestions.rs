@@ -2,6 +2,7 @@
 
 use async_graphql::{ComplexObject, Context, Object, Result, SimpleObject};
 
+use crate::api::caller::caller;
 use crate::api::graphql::budget::Metered;
 use crate::api::graphql::cost;
 use crate::api::suggestion_loaders::{PageKey, PageLoader};
@@ -20,10 +21,6 @@ use async_graphql::dataloader::DataLoader;
 
 fn service<'a>(ctx: &Context<'a>) -> &'a Suggestions {
     ctx.data_unchecked::<Suggestions>()
-}
-
-fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
-    ctx.data_unchecked::<Principal>()
 }
 
 /// Pages through the request's loader (one batched read for every page the

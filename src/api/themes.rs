@@ -2,6 +2,7 @@
 
 use async_graphql::{Context, ID, InputObject, Object, Result};
 
+use crate::api::caller::caller;
 use crate::api::graphql::budget::Metered;
 use crate::api::graphql::connection::{self, Page, connection};
 use crate::api::graphql::cost;
@@ -10,7 +11,6 @@ use crate::domains::themes::model;
 use crate::domains::themes::service::{CategoryInput, GndEntityInput, KeywordInput, Themes};
 use crate::kernel::error::ApiError;
 use crate::kernel::page_size;
-use crate::kernel::roles::Principal;
 
 fn themes<'a>(ctx: &Context<'a>) -> &'a Themes {
     ctx.data_unchecked::<Themes>()
@@ -18,11 +18,6 @@ fn themes<'a>(ctx: &Context<'a>) -> &'a Themes {
 
 pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> &'a ThemeLoaders {
     ctx.data_unchecked::<ThemeLoaders>()
-}
-
-/// The request's caller (the HTTP layer puts it into every request).
-fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
-    ctx.data_unchecked::<Principal>()
 }
 
 async fn load_categories(ctx: &Context<'_>, ids: &[String]) -> Result<Vec<Metered<Category>>> {

@@ -73,6 +73,18 @@ impl App {
     }
 }
 
+impl App {
+    /// Every service's background workers (to stop them at shutdown).
+    pub fn workers(&self) -> Vec<crate::kernel::worker::Workers> {
+        vec![
+            self.binaries.workers().clone(),
+            self.assignments.events().workers().clone(),
+            self.suggestions.workers().clone(),
+            self.crawl.workers().clone(),
+        ]
+    }
+}
+
 /// The change feed's settings the flags describe.
 fn feed(args: &crate::kernel::limits::FeedArgs) -> crate::domains::assignments::events::FeedConfig {
     crate::domains::assignments::events::FeedConfig {

@@ -52,7 +52,23 @@ struct Metrics {
     crawl_freed_claims: Counter,
     crawl_handed_back: Counter,
     crawl_domains: Family<StateLabels, prometheus_client::metrics::gauge::Gauge>,
+    worker_state: Family<WorkerLabels, prometheus_client::metrics::gauge::Gauge>,
+    worker_errors: Family<WorkerNameLabels, Counter>,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerLabels {
+    worker: String,
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WorkerNameLabels {
+    worker: String,
+}
+
+/// The states a background worker reports.
+const WORKER_STATES: [&str; 4] = ["busy", "idle", "failing", "done"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct AppliedLabels {
@@ -198,8 +214,22 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Domains per crawl state, as this process's dispatcher last counted them (queue depth)",
         crawl_domains.clone(),
     );
+    let worker_state = Family::<WorkerLabels, prometheus_client::metrics::gauge::Gauge>::default();
+    registry.register(
+        "kartei_worker_state",
+        "1 for each background worker's current state (busy, idle, failing, done), 0 for the others",
+        worker_state.clone(),
+    );
+    let worker_errors = Family::<WorkerNameLabels, Counter>::default();
+    registry.register(
+        "kartei_worker_errors",
+        "Units of background work that failed, by worker",
+        worker_errors.clone(),
+    );
     Metrics {
         registry,
+        worker_state,
+        worker_errors,
         crawl_fetches,
         crawl_robots_excluded,
         crawl_claims,
@@ -318,6 +348,29 @@ pub fn crawl_domains(state: &'static str, n: usize) {
         .crawl_domains
         .get_or_create(&StateLabels { state })
         .set(n as i64);
+}
+
+/// A background worker is now in `state`.
+pub fn worker_state(worker: &str, state: &'static str) {
+    for s in WORKER_STATES {
+        METRICS
+            .worker_state
+            .get_or_create(&WorkerLabels {
+                worker: worker.to_owned(),
+                state: s,
+            })
+            .set(i64::from(s == state));
+    }
+}
+
+/// A unit of background work failed.
+pub fn worker_error(worker: &str) {
+    METRICS
+        .worker_errors
+        .get_or_create(&WorkerNameLabels {
+            worker: worker.to_owned(),
+        })
+        .inc();
 }
 
 /// Store calls so far.

@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod ndjson;
 pub mod progress;
 pub mod roles;
+pub mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;

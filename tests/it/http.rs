@@ -393,3 +393,39 @@ fn persisted_queries_caching_compression_and_request_ids() {
         );
     });
 }
+
+/// Every background loop runs under one lifecycle and reports itself: the
+/// admin sees each worker's state, runs and last error; nobody else does.
+#[test]
+fn the_admin_sees_every_background_worker() {
+    run(async {
+        let srv = crate::support::binary_server(crate::support::Engine::Embedded).await;
+        let q = "{ backgroundWorkers { name state runs errors lastError } }";
+        let mut names = Vec::new();
+        for _ in 0..100 {
+            let d = srv.data(q, serde_json::json!({}), Some(&srv.admin())).await;
+            names = d["backgroundWorkers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["name"].as_str().unwrap().to_owned())
+                .collect();
+            if names.len() >= 3 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        for want in [
+            "binaries-scaling",
+            "binaries-collector",
+            "assignment-feed-tail",
+        ] {
+            assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
+        }
+        let r = srv.gql(q, serde_json::json!({}), None).await;
+        assert_eq!(
+            r["errors"][0]["extensions"]["code"], "UNAUTHENTICATED",
+            "{r}"
+        );
+    });
+}

@@ -427,6 +427,8 @@ struct Inner {
     /// Requests for links this service sent (robots.txt not counted).
     fetched: std::sync::atomic::AtomicU64,
     clock: Clock,
+    /// The announcer and the dispatcher, once started.
+    workers: crate::kernel::worker::Workers,
 }
 
 impl Crawl {
@@ -451,6 +453,7 @@ impl Crawl {
                 claim_from: Mutex::default(),
                 fetched: Default::default(),
                 clock: Clock::system(),
+                workers: Default::default(),
             }),
         }
     }
@@ -520,6 +523,11 @@ impl Crawl {
                 }
             }
         });
+    }
+
+    /// The announcer and the dispatcher, as the admin sees them.
+    pub fn workers(&self) -> &crate::kernel::worker::Workers {
+        &self.inner.workers
     }
 
     /// Writes this fetcher's `active_fetchers` row with the claim TTL.

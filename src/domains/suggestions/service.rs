@@ -139,6 +139,8 @@ pub struct Suggestions {
     store: DynStore,
     clock: Clock,
     dead_after: i64,
+    /// The metrics refresher, once started.
+    workers: crate::kernel::worker::Workers,
 }
 
 impl Suggestions {
@@ -147,7 +149,22 @@ impl Suggestions {
             store,
             clock: Clock::system(),
             dead_after: DEAD_AFTER_SECS,
+            workers: Default::default(),
         }
+    }
+
+    /// Starts refreshing the current-dataset age of every wiki for /metrics
+    /// every `every`, until `workers().stop()` (or the process ends).
+    pub fn spawn_metrics(&self, every: std::time::Duration) {
+        self.workers.spawn(MetricsWorker {
+            suggestions: self.clone(),
+            every,
+        });
+    }
+
+    /// The metrics refresher, as the admin sees it.
+    pub fn workers(&self) -> &crate::kernel::worker::Workers {
+        &self.workers
     }
 
     /// Counts an IMPORTING dataset as dead after `secs` without a heartbeat
@@ -815,6 +832,28 @@ impl Suggestions {
             .apply(vec![Mutation::upsert(purged.row())])
             .await?;
         Ok(())
+    }
+}
+
+/// Refreshes the suggestion metrics, a pass a unit of work.
+struct MetricsWorker {
+    suggestions: Suggestions,
+    every: std::time::Duration,
+}
+
+#[async_trait::async_trait]
+impl crate::kernel::worker::Worker for MetricsWorker {
+    fn name(&self) -> String {
+        "suggestions-metrics".into()
+    }
+
+    async fn work(&mut self) -> ApiResult<crate::kernel::worker::WorkerState> {
+        self.suggestions.refresh_metrics().await?;
+        Ok(crate::kernel::worker::WorkerState::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep(self.every).await;
     }
 }
 

@@ -40,6 +40,8 @@ use self::outbox::{DRAIN_EVERY, Drained};
 use self::replay::{Budget, EventPage, Kept, Lower, Shared};
 use super::model::{Assignment, AssignmentStatus, ReleaseRun};
 use crate::kernel::Clock;
+use crate::kernel::error::ApiResult;
+use crate::kernel::worker::{Worker, WorkerState, Workers};
 use crate::store::ColumnType::{BigInt, Double, Text};
 use crate::store::{
     Bound, DynStore, Keyspace, Mutation, Order, Row, Slice, StoreError, Table, col,
@@ -377,6 +379,8 @@ pub struct Events {
     /// Pages kept after their readers moved on (see `KEEP_FOR`).
     kept: Arc<Kept>,
     hours: Arc<Shared<i64, Vec<i64>>>,
+    /// The tail, once started.
+    workers: Workers,
 }
 
 impl Events {
@@ -396,6 +400,7 @@ impl Events {
             pages: Arc::new(Shared::new()),
             kept: Arc::new(Mutex::new(VecDeque::new())),
             hours: Arc::new(Shared::new()),
+            workers: Workers::default(),
         }
     }
 
@@ -442,8 +447,6 @@ impl Events {
         }
     }
 
-    /// The intent of a change of `key` to `status` stamped `modified_at`:
-    /// write it ([`Intent::write`]) before the change, and make the change
     /// Events from `from_ms` to `to_ms` (by id time), oldest first: the tail's read.
     async fn read(&self, from_ms: i64, to_ms: i64) -> Result<Vec<Event>, StoreError> {
         let mut out = Vec::new();
@@ -464,68 +467,92 @@ impl Events {
         Ok(out)
     }
 
-    /// Tails the table while anyone listens: every `every`, or at once after a
-    /// local write, reads the last `lag` of events and sends the ones not
-    /// sent before, in id order. Drains the outbox on its first pass with a
-    /// listener, and every `DRAIN_EVERY` while anyone listens.
-    pub fn spawn_tail(&self, every: Duration) -> tokio::task::JoinHandle<()> {
-        let events = self.clone();
-        tokio::spawn(async move {
-            let mut drained = Drained::default();
-            // Drains run where someone may want their events: the first
-            // pass with a subscriber (after a restart, the reconnected
-            // ones) and every `DRAIN_EVERY` while there is one.
-            let mut last_drain: Option<Instant> = None;
-            // The ids sent that a later read of the window may find again.
-            let mut sent: BTreeSet<String> = BTreeSet::new();
-            let mut upto = String::new();
-            loop {
-                tokio::select! {
-                    _ = events.poke.notified() => {}
-                    _ = tokio::time::sleep(every) => {}
-                }
-                if events.tx.receiver_count() == 0 {
-                    sent.clear();
-                    continue;
-                }
-                if last_drain.is_none_or(|at| at.elapsed() >= DRAIN_EVERY) {
-                    events.drain_or_log(&mut drained).await;
-                    last_drain = Some(Instant::now());
-                }
-                let now = events.now_ms();
-                let lag = events.lag_ms();
-                let fresh = match events.read(now - lag, now + lag).await {
-                    Ok(f) => f,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "the assignment event tail could not read");
-                        continue;
-                    }
-                };
-                let fresh: Vec<Event> = fresh
-                    .into_iter()
-                    .filter(|e| !sent.contains(&e.id))
-                    .collect();
-                if let Some(newest) = fresh.iter().map(|e| &e.id).max()
-                    && *newest > upto
-                {
-                    upto = newest.clone();
-                }
-                let pass = Arc::new(Pass {
-                    read_at: Instant::now(),
-                    window_from: now - lag,
-                    upto: upto.clone(),
-                });
-                for event in fresh {
-                    sent.insert(event.id.clone());
-                    let _ = events.tx.send(Live {
-                        event: Arc::new(event),
-                        pass: pass.clone(),
-                    });
-                }
-                // What is older than the window is never read again.
-                sent = sent.split_off(&floor_id(now - 2 * lag));
-            }
-        })
+    /// Starts the tail (`TailWorker`): while anyone listens, every `every`
+    /// or at once after a local write, it reads the last `lag` of events and
+    /// sends the ones not sent before, in id order, and drains the outbox on
+    /// its first pass with a listener and every `DRAIN_EVERY` while anyone
+    /// listens. It runs until `workers().stop()` (or the process ends).
+    pub fn spawn_tail(&self, every: Duration) {
+        self.workers.spawn(TailWorker {
+            events: self.clone(),
+            every,
+            drained: Drained::default(),
+            last_drain: None,
+            sent: BTreeSet::new(),
+            upto: String::new(),
+        });
+    }
+
+    /// The tail, as the admin sees it.
+    pub fn workers(&self) -> &Workers {
+        &self.workers
+    }
+}
+
+/// The change feed's tail: one pass a unit of work.
+struct TailWorker {
+    events: Events,
+    every: Duration,
+    drained: Drained,
+    /// Drains run where someone may want their events: the first pass with
+    /// a subscriber (after a restart, the reconnected ones) and every
+    /// `DRAIN_EVERY` while there is one.
+    last_drain: Option<Instant>,
+    /// The ids sent that a later read of the window may find again.
+    sent: BTreeSet<String>,
+    upto: String,
+}
+
+#[async_trait::async_trait]
+impl Worker for TailWorker {
+    fn name(&self) -> String {
+        "assignment-feed-tail".into()
+    }
+
+    async fn work(&mut self) -> ApiResult<WorkerState> {
+        let events = &self.events;
+        if events.tx.receiver_count() == 0 {
+            self.sent.clear();
+            return Ok(WorkerState::Idle);
+        }
+        if self.last_drain.is_none_or(|at| at.elapsed() >= DRAIN_EVERY) {
+            events.drain_or_log(&mut self.drained).await;
+            self.last_drain = Some(Instant::now());
+        }
+        let now = events.now_ms();
+        let lag = events.lag_ms();
+        let fresh = events.read(now - lag, now + lag).await?;
+        let fresh: Vec<Event> = fresh
+            .into_iter()
+            .filter(|e| !self.sent.contains(&e.id))
+            .collect();
+        if let Some(newest) = fresh.iter().map(|e| &e.id).max()
+            && *newest > self.upto
+        {
+            self.upto = newest.clone();
+        }
+        let pass = Arc::new(Pass {
+            read_at: Instant::now(),
+            window_from: now - lag,
+            upto: self.upto.clone(),
+        });
+        for event in fresh {
+            self.sent.insert(event.id.clone());
+            let _ = events.tx.send(Live {
+                event: Arc::new(event),
+                pass: pass.clone(),
+            });
+        }
+        // What is older than the window is never read again.
+        self.sent = self.sent.split_off(&floor_id(now - 2 * lag));
+        Ok(WorkerState::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::select! {
+            _ = self.events.poke.notified() => {}
+            _ = tokio::time::sleep(self.every) => {}
+        }
     }
 }
 

@@ -160,6 +160,8 @@ struct Inner {
     in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
     decode_budget: imaging::DecodeBudget,
     clock: Clock,
+    /// The scaling worker and the collector, once started.
+    workers: crate::kernel::worker::Workers,
 }
 
 /// Where the binaries domain sends a URL whose body it wants: the crawl
@@ -218,6 +220,7 @@ impl Binaries {
                 in_flight: Default::default(),
                 decode_budget: imaging::DecodeBudget::new(config.max_decode_bytes),
                 clock,
+                workers: Default::default(),
             }),
         }
     }
@@ -242,6 +245,11 @@ impl Binaries {
 
     pub fn config(&self) -> &BinaryConfig {
         &self.inner.config
+    }
+
+    /// The scaling worker and the collector (`spawn_worker`), as the admin sees them.
+    pub fn workers(&self) -> &crate::kernel::worker::Workers {
+        &self.inner.workers
     }
 
     // ----- reading -----

@@ -13,6 +13,7 @@ use crate::domains::binaries::model::*;
 use crate::domains::web::{Download, FetchError, Validators};
 use crate::kernel::error::{ApiError, ApiResult};
 use crate::kernel::parse_time;
+use crate::kernel::worker::{Worker, WorkerState};
 use crate::store::buckets::{all_buckets, bucket_of, merged_slice};
 use crate::store::{Cas, Condition, Cursor, Mutation, Page, Row, Slice, Value};
 
@@ -27,36 +28,21 @@ pub(super) struct Finished {
 impl Binaries {
     // ----- the worker -----
 
-    /// Runs the background worker until the process ends: processes due
-    /// originals whenever woken, and at least every `interval`; collects
-    /// garbage every `gc_every`.
+    /// Starts the background work: the scaling worker processes due
+    /// originals whenever woken, and at least every `interval`; the collector
+    /// removes unreferenced originals every `gc_every`. Both hold the service
+    /// weakly and end with it (or at `workers().stop()`).
     pub fn spawn_worker(&self, interval: Duration, gc_every: Duration) {
-        // The worker holds the service weakly: it ends when the service is dropped.
         let weak = Arc::downgrade(&self.inner);
-        let wake = self.inner.wake.clone();
-        tokio::spawn(async move {
-            let mut last_gc = tokio::time::Instant::now();
-            loop {
-                tokio::select! {
-                    _ = wake.notified() => {}
-                    _ = tokio::time::sleep(interval) => {}
-                }
-                let Some(inner) = weak.upgrade() else { break };
-                let this = Binaries { inner };
-                if let Err(e) = this.process_due().await {
-                    tracing::warn!(error = e.message(), "binary worker: a pass failed");
-                }
-                if last_gc.elapsed() >= gc_every {
-                    last_gc = tokio::time::Instant::now();
-                    match this.collect_garbage().await {
-                        Ok(r) if r.removed > 0 => {
-                            tracing::info!(removed = r.removed, "collected unreferenced originals")
-                        }
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(error = e.message(), "garbage collection failed"),
-                    }
-                }
-            }
+        self.inner.workers.spawn(ScalingWorker {
+            service: weak.clone(),
+            wake: self.inner.wake.clone(),
+            interval,
+        });
+        self.inner.workers.spawn(Collector {
+            service: weak,
+            every: gc_every,
+            first: true,
         });
     }
 
@@ -707,5 +693,67 @@ impl Binaries {
             )])
             .await?;
         Ok(())
+    }
+}
+
+/// Processes due originals (downloads, scaling), a pass at a time.
+struct ScalingWorker {
+    service: std::sync::Weak<super::Inner>,
+    wake: Arc<tokio::sync::Notify>,
+    interval: Duration,
+}
+
+#[async_trait::async_trait]
+impl Worker for ScalingWorker {
+    fn name(&self) -> String {
+        "binaries-scaling".into()
+    }
+
+    async fn work(&mut self) -> ApiResult<WorkerState> {
+        let Some(inner) = self.service.upgrade() else {
+            return Ok(WorkerState::Done);
+        };
+        Binaries { inner }.process_due().await?;
+        Ok(WorkerState::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::select! {
+            _ = self.wake.notified() => {}
+            _ = tokio::time::sleep(self.interval) => {}
+        }
+    }
+}
+
+/// Removes originals nobody references, a whole pass every `every` (the
+/// first one `every` after the start, not at it).
+struct Collector {
+    service: std::sync::Weak<super::Inner>,
+    every: Duration,
+    first: bool,
+}
+
+#[async_trait::async_trait]
+impl Worker for Collector {
+    fn name(&self) -> String {
+        "binaries-collector".into()
+    }
+
+    async fn work(&mut self) -> ApiResult<WorkerState> {
+        let Some(inner) = self.service.upgrade() else {
+            return Ok(WorkerState::Done);
+        };
+        if std::mem::take(&mut self.first) {
+            return Ok(WorkerState::Idle);
+        }
+        let r = Binaries { inner }.collect_garbage().await?;
+        if r.removed > 0 {
+            tracing::info!(removed = r.removed, "collected unreferenced originals");
+        }
+        Ok(WorkerState::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep(self.every).await;
     }
 }
