@@ -11,6 +11,7 @@ pub mod binaries_rest;
 pub mod caller;
 pub mod crawl;
 pub mod graphql;
+pub mod iiif_rest;
 pub mod rest;
 pub mod schema;
 pub mod suggestion_loaders;

@@ -61,7 +61,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         Some(layer) => api.layer(layer),
         None => api,
     };
-    api.merge(crate::api::binaries_rest::public_routes())
+    api.merge(crate::api::iiif_rest::public_routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_idle))
         .layer(middleware::from_fn(min_body_rate))

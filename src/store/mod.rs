@@ -7,6 +7,7 @@
 //! engine knows anything about the domain.
 
 pub mod buckets;
+mod counted;
 pub mod cql;
 mod cursor;
 pub mod embedded;
@@ -14,6 +15,7 @@ mod key;
 mod paging;
 mod table;
 
+pub use counted::Counted;
 pub use cursor::{Cursor, fnv1a_hex, fnv1a_hex_bytes};
 #[cfg(test)]
 pub(crate) use cursor::{decode_cursor, encode_cursor};
@@ -31,8 +33,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-
-use crate::kernel::metrics;
 
 /// A bound on the first clustering column after the slice's prefix.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -483,116 +483,6 @@ impl Store for DynStore {
     }
     fn rows_read(&self) -> u64 {
         self.as_ref().rows_read()
-    }
-}
-
-/// Wraps an engine and counts store round trips (one per call), both in the
-/// process-wide metrics and per store (so tests running side by side can
-/// measure their own).
-pub struct Counted<S> {
-    pub engine: S,
-    calls: std::sync::atomic::AtomicU64,
-    rows: std::sync::atomic::AtomicU64,
-}
-
-impl<S> Counted<S> {
-    pub fn new(engine: S) -> Self {
-        Counted {
-            engine,
-            calls: std::sync::atomic::AtomicU64::new(0),
-            rows: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-    fn count(&self, op: &'static str, table: &'static str) {
-        self.calls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        metrics::store_call(op, table);
-    }
-    fn read<T>(&self, n: usize, out: T) -> T {
-        self.rows
-            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
-        metrics::rows_read(n);
-        out
-    }
-}
-
-#[async_trait]
-impl<S: Store> Store for Counted<S> {
-    fn engine(&self) -> &'static str {
-        self.engine.engine()
-    }
-    async fn get(&self, table: &'static Table, key: &[Value]) -> Result<Option<Row>, StoreError> {
-        self.count("get", table.name);
-        let row = self.engine.get(table, key).await?;
-        Ok(self.read(usize::from(row.is_some()), row))
-    }
-    async fn get_many(
-        &self,
-        table: &'static Table,
-        keys: &[Vec<Value>],
-    ) -> Result<Vec<Option<Row>>, StoreError> {
-        self.count("get_many", table.name);
-        let rows = self.engine.get_many(table, keys).await?;
-        Ok(self.read(rows.iter().flatten().count(), rows))
-    }
-    async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError> {
-        self.count("slice", table.name);
-        let page = self.engine.slice(table, slice).await?;
-        Ok(self.read(page.rows.len(), page))
-    }
-    async fn slice_many(
-        &self,
-        table: &'static Table,
-        slices: &[Slice],
-    ) -> Result<Vec<Page>, StoreError> {
-        self.count("slice_many", table.name);
-        let pages = self.engine.slice_many(table, slices).await?;
-        Ok(self.read(pages.iter().map(|p| p.rows.len()).sum(), pages))
-    }
-    async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
-        self.count("write_bulk", "batch");
-        self.engine.write_bulk(batch).await
-    }
-    async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
-        self.count("apply", "batch");
-        self.engine.apply(batch).await
-    }
-    async fn cas(&self, cas: Cas) -> Result<CasOutcome, StoreError> {
-        self.count("cas", cas.row.table.name);
-        self.engine.cas(cas).await
-    }
-    async fn cas_then(&self, cas: Cas, then: Heal) -> Result<CasOutcome, StoreError> {
-        self.count("cas", cas.row.table.name);
-        self.engine.cas_then(cas, then).await
-    }
-    async fn insert_new(
-        &self,
-        inserts: Vec<(Row, Vec<Mutation>)>,
-        heal: Heal,
-    ) -> Result<Vec<Option<Row>>, StoreError> {
-        let table = inserts.first().map(|(r, _)| r.table.name).unwrap_or("none");
-        self.count("insert_new", table);
-        let found = self.engine.insert_new(inserts, heal).await?;
-        Ok(self.read(found.iter().flatten().count(), found))
-    }
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.count("scan", table.name);
-        let page = self.engine.scan(table, after, limit).await?;
-        Ok(self.read(page.rows.len(), page))
-    }
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.engine.ping().await
-    }
-    fn round_trips(&self) -> u64 {
-        self.calls.load(std::sync::atomic::Ordering::Relaxed)
-    }
-    fn rows_read(&self) -> u64 {
-        self.rows.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -19,6 +19,8 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 
 mod codec;
 mod compact;
+mod file;
+mod range;
 mod upgrade;
 
 pub use compact::compact;
@@ -30,6 +32,10 @@ use super::{
     check_key, check_slice, slice_fingerprint,
 };
 use writer::{Job, PreparedCas, PreparedInsert, Reply, Write, Writer};
+
+pub use file::check_data_dir;
+use file::*;
+use range::*;
 
 pub(super) const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
 /// expires_at_ms (u64 BE) ++ row key -> nothing.
@@ -60,112 +66,6 @@ impl Drop for Inner {
     }
 }
 
-/// The open database, and how to open it again.
-///
-/// redb latches the first I/O error of its file (a full disk, say): from then
-/// on every read and write of that `Database` fails, and only a new open
-/// recovers the last durable commit. So after such an error the writer closes
-/// it and opens the file again (`reopen`): reads go on, and writes succeed
-/// again as soon as the disk has room.
-pub(super) struct Db {
-    path: PathBuf,
-    cache_bytes: usize,
-    current: RwLock<Option<Arc<Database>>>,
-}
-
-impl Db {
-    fn open(path: PathBuf, cache_bytes: usize) -> Result<Self, StoreError> {
-        let db = Self::create(&path, cache_bytes)?;
-        upgrade::keys(&db)?;
-        Ok(Db {
-            path,
-            cache_bytes,
-            current: RwLock::new(Some(Arc::new(db))),
-        })
-    }
-
-    fn create(path: &Path, cache_bytes: usize) -> Result<Database, StoreError> {
-        // redb's page cache defaults to 1 GiB; binaries stream through the store,
-        // so a bounded cache keeps resident memory flat (the OS caches the file).
-        let db = redb::Builder::new()
-            .set_cache_size(cache_bytes)
-            .create(path)
-            .map_err(db_err)?;
-        let txn = db.begin_write().map_err(db_err)?;
-        txn.open_table(ROWS).map_err(db_err)?;
-        txn.open_table(EXPIRY).map_err(db_err)?;
-        txn.commit().map_err(db_err)?;
-        Ok(db)
-    }
-
-    /// The open database; if an earlier reopen failed, one more try.
-    pub(super) fn get(&self) -> Result<Arc<Database>, StoreError> {
-        if let Some(db) = self
-            .current
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            return Ok(db.clone());
-        }
-        self.recover(None)
-    }
-
-    /// An identity for [`Db::recover`] that holds no reference.
-    pub(super) fn id(db: &Arc<Database>) -> usize {
-        Arc::as_ptr(db) as usize
-    }
-
-    /// After an I/O error of the database `failed` (see [`Db::id`]): closes it,
-    /// once the reads that still hold it are done (at most 10 s), and opens
-    /// the file again; redb recovers its last durable commit. If another
-    /// caller has reopened it meanwhile, that one is returned. `None`: only
-    /// open it if it is closed (an earlier reopen failed).
-    pub(super) fn recover(&self, failed: Option<usize>) -> Result<Arc<Database>, StoreError> {
-        let mut slot = self.current.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(db) = slot.take() {
-            if failed != Some(Self::id(&db)) {
-                *slot = Some(db.clone());
-                return Ok(db);
-            }
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            let mut db = db;
-            loop {
-                match Arc::try_unwrap(db) {
-                    Ok(only) => {
-                        // After a latched I/O error redb leaves the file for
-                        // the next open to recover; the close's error says so.
-                        let _ = only.close();
-                        break;
-                    }
-                    Err(shared) if std::time::Instant::now() < deadline => {
-                        db = shared;
-                        std::thread::sleep(Duration::from_millis(5));
-                    }
-                    Err(shared) => {
-                        *slot = Some(shared);
-                        return Err(StoreError::Unavailable(
-                            "the embedded store could not be reopened: reads still hold it".into(),
-                        ));
-                    }
-                }
-            }
-        }
-        match Self::create(&self.path, self.cache_bytes) {
-            Ok(db) => {
-                tracing::warn!(path = %self.path.display(), "embedded store reopened after an I/O error");
-                let db = Arc::new(db);
-                *slot = Some(db.clone());
-                Ok(db)
-            }
-            Err(e) => {
-                tracing::error!(error = %e, path = %self.path.display(), "embedded store cannot be reopened");
-                Err(e)
-            }
-        }
-    }
-}
-
 pub(super) fn internal(e: impl std::fmt::Display) -> StoreError {
     StoreError::Internal(e.to_string())
 }
@@ -191,41 +91,6 @@ pub(super) fn is_full(io: &std::io::Error) -> bool {
     io.kind() == std::io::ErrorKind::StorageFull
         || io.kind() == std::io::ErrorKind::QuotaExceeded
         || io.kind() == std::io::ErrorKind::FileTooLarge
-}
-
-/// Whether a data directory can hold the store: readable and writable.
-/// Called before a command opens the store, so that a read-only or unreadable
-/// directory is one clear sentence (exit 2), not a redb error later. A full
-/// disk is not refused here: reads can still be served.
-pub fn check_data_dir(dir: &Path) -> Result<(), String> {
-    let what = |action: &str, e: std::io::Error| {
-        format!(
-            "the data directory {} cannot be used: {action} failed: {e}",
-            dir.display()
-        )
-    };
-    std::fs::create_dir_all(dir).map_err(|e| what("creating it", e))?;
-    std::fs::read_dir(dir).map_err(|e| what("listing it", e))?;
-    let file = dir.join("kartei.redb");
-    if file.exists() {
-        std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&file)
-            .map_err(|e| {
-                what(
-                    &format!("opening {} for reading and writing", file.display()),
-                    e,
-                )
-            })?;
-    }
-    let probe = dir.join(".kartei-write-probe");
-    let written = std::fs::write(&probe, b"probe");
-    let _ = std::fs::remove_file(&probe);
-    match written {
-        Err(e) if !is_full(&e) => Err(what("writing a file in it", e)),
-        _ => Ok(()),
-    }
 }
 
 pub(super) fn now_ms() -> u64 {
@@ -587,92 +452,6 @@ type RangeEntry<'a> = Result<
     ),
     redb::StorageError,
 >;
-
-/// One slice as a key range of the rows table, checked and encoded (outside
-/// the blocking pool), read by [`SliceRange::read`] inside a transaction.
-struct SliceRange {
-    /// The slice's fingerprint (its cursors carry it).
-    fp: u64,
-    start: Vec<u8>,
-    end: Option<Vec<u8>>,
-    after: Option<Vec<u8>>,
-    reverse: bool,
-    limit: usize,
-}
-
-impl SliceRange {
-    fn of(table: &'static Table, s: &Slice) -> Result<SliceRange, StoreError> {
-        check_slice(table, s)?;
-        let fp = slice_fingerprint(table, s);
-        let pk = table.partition_key.len();
-        let (start, end) = key::slice_range(table, s)?;
-        let after = match &s.after {
-            Some(c) => {
-                let ck = c.key(table, fp, pk, table.clustering.len())?;
-                Some(key::cursor_key(table, s, &ck, (&start, end.as_deref()))?)
-            }
-            None => None,
-        };
-        Ok(SliceRange {
-            fp,
-            start,
-            end,
-            after,
-            reverse: s.reverse,
-            limit: s.limit,
-        })
-    }
-
-    /// Up to `limit + 1` live rows of the range (one more tells whether more follow).
-    fn read(
-        &self,
-        rows: &redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
-        table: &'static Table,
-        now: u64,
-    ) -> Result<Vec<Row>, StoreError> {
-        let mut lo = RBound::Included(self.start.as_slice());
-        let mut hi = match &self.end {
-            Some(e) => RBound::Excluded(e.as_slice()),
-            None => RBound::Unbounded,
-        };
-        if let Some(a) = &self.after {
-            if self.reverse {
-                hi = RBound::Excluded(a.as_slice());
-            } else {
-                lo = RBound::Excluded(a.as_slice());
-            }
-        }
-        if let (RBound::Included(l) | RBound::Excluded(l), RBound::Excluded(h)) = (lo, hi)
-            && l >= h
-        {
-            return Ok(Vec::new());
-        }
-        let range = rows.range::<&[u8]>((lo, hi)).map_err(db_err)?;
-        let mut out = Vec::new();
-        let limit = self.limit;
-        let mut push = |entry: RangeEntry<'_>| -> Result<bool, StoreError> {
-            let (k, v) = entry.map_err(db_err)?;
-            if !expired(v.value(), now) {
-                out.push(decode_row(table, k.value(), v.value())?);
-            }
-            Ok(out.len() > limit)
-        };
-        if self.reverse {
-            for e in range.rev() {
-                if push(e)? {
-                    break;
-                }
-            }
-        } else {
-            for e in range {
-                if push(e)? {
-                    break;
-                }
-            }
-        }
-        Ok(out)
-    }
-}
 
 /// Cuts `limit + 1` fetched rows to a page with a cursor when a row was left over.
 pub(crate) fn page(

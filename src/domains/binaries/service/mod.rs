@@ -16,6 +16,7 @@
 //! `pending_originals`, so any instance's worker can do it, and claimed with an
 //! LWT on the original's `next_attempt`.
 
+mod arrival;
 mod chunks;
 mod delete;
 mod recheck;

@@ -1,0 +1,187 @@
+//! Status changes: one or many, each a compare-and-set from the expected status, then its query rows, event and queue row; and how a lost or crashed change is healed.
+
+use super::*;
+
+impl Assignments {
+    /// Changes one assignment's status if it is `expected` now.
+    pub async fn transition(
+        &self,
+        who: &Principal,
+        key: &AssignmentKey,
+        expected: AssignmentStatus,
+        to: AssignmentStatus,
+    ) -> ApiResult<Assignment> {
+        check_transition(who, expected, to)?;
+        check_key(key)?;
+        self.change_status(key, expected, to, Feed::By(who.sub.as_deref()))
+            .await
+    }
+
+    /// One result per key, in the order given: never all-or-nothing.
+    pub async fn transition_many(
+        &self,
+        who: &Principal,
+        keys: Vec<AssignmentKey>,
+        expected: AssignmentStatus,
+        to: AssignmentStatus,
+    ) -> ApiResult<Vec<(AssignmentKey, ApiResult<Assignment>)>> {
+        check_transition(who, expected, to)?;
+        if keys.len() > MAX_KEYS {
+            return Err(ApiError::bad_input(format!(
+                "at most {MAX_KEYS} keys per call"
+            )));
+        }
+        let feed = Feed::By(who.sub.as_deref());
+        let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
+            let r = match check_key(&k) {
+                Ok(()) => self.change_status(&k, expected, to, feed).await,
+                Err(e) => Err(e),
+            };
+            (k, r)
+        })
+        .await;
+        Ok(results)
+    }
+
+    /// Moves `key` from `expected` to `to`; `feed` says whether the change
+    /// is reported on the change feed (with its own event) and as whose.
+    pub(super) async fn change_status(
+        &self,
+        key: &AssignmentKey,
+        expected: AssignmentStatus,
+        to: AssignmentStatus,
+        feed: Feed<'_>,
+    ) -> ApiResult<Assignment> {
+        // To the nanosecond: this proposal's own value, so that a
+        // compare-and-set of unknown outcome is settled by a serial read
+        // without taking a concurrent identical transition for this one
+        // (`CqlStore::settle_unknown_cas`), and a drain of the outbox tells
+        // whether this change applied.
+        let modified_at = self.clock.precise();
+        let intent = match feed {
+            Feed::By(actor) => {
+                Some(
+                    self.events
+                        .intend(actor, key, to, Some(expected), &modified_at),
+                )
+            }
+            Feed::Silent => None,
+        };
+        if let Some(i) = &intent {
+            self.store.apply(vec![i.write()]).await?;
+        }
+        // A change the search index must see queues its ddb id with its
+        // query rows, so that only a change that applied is queued.
+        let queued = to
+            .reindexes()
+            .then(|| queue_row(&key.ddb_id, &self.clock.rfc3339()));
+        let mut row = Row::new(&OBJECTS_KEYWORDS);
+        row.values[..OBJECTS_KEYWORDS.key_len()].clone_from_slice(
+            &key.base_key()
+                .into_iter()
+                .map(Some)
+                .collect::<Vec<Option<Value>>>(),
+        );
+        let row = row
+            .set("status", to.as_str())
+            .set("modified_at", &modified_at);
+        let then = match &intent {
+            Some(i) => self.events.with_event(views_of(queued), i),
+            None => views_of(queued),
+        };
+        let began = self.events.now_ms();
+        let outcome = self
+            .store
+            .cas_then(
+                Cas {
+                    row,
+                    condition: Condition::Equals(vec![("status", Some(expected.as_str().into()))]),
+                    ttl: None,
+                },
+                then,
+            )
+            .await?;
+        let current = outcome.current.as_ref().and_then(Assignment::from_row);
+        if !outcome.applied
+            && let Some(i) = &intent
+        {
+            self.events.abandon(i).await;
+        }
+        match (outcome.applied, current) {
+            (true, Some(a)) => {
+                if let Feed::By(actor) = feed {
+                    let change = Change::Assignment {
+                        assignment: a.clone(),
+                        previous: Some(expected),
+                    };
+                    self.events.committed(began, actor, change).await;
+                }
+                self.settle_views(a.clone()).await?;
+                Ok(a)
+            }
+            (true, None) => Err(ApiError::Internal),
+            (false, None) => Err(ApiError::NotFound("assignment".into())),
+            (false, Some(c)) => {
+                if c.status == to && to.reindexes() && !self.views_written(&c).await? {
+                    // This very change, whose writes after its compare-and-set
+                    // have not landed (lost to a crash, on Cassandra): its
+                    // queue row went with them.
+                    let queued_at = self.clock.rfc3339();
+                    self.store
+                        .apply(vec![Mutation::upsert(queue_row(&c.key.ddb_id, &queued_at))])
+                        .await?;
+                }
+                self.sync_views(c.clone()).await?;
+                Err(conflict(
+                    &c,
+                    &format!("the assignment was not {}", expected.as_str()),
+                ))
+            }
+        }
+    }
+
+    /// After `a`'s query rows were written with it ([`views_of`]): re-reads
+    /// the base row and writes them again while a concurrent writer has
+    /// changed it in between (on Cassandra, where the two are not one write).
+    pub(super) async fn settle_views(&self, a: Assignment) -> ApiResult<()> {
+        match self.changed_since(&a).await? {
+            Some(cur) => self.sync_views(cur).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Writes the query tables for `a`, then re-reads the base row and writes
+    /// them again while a concurrent writer has changed it in between.
+    pub(super) async fn sync_views(&self, mut a: Assignment) -> ApiResult<()> {
+        for _ in 0..8 {
+            self.store.apply(a.view_batch()).await?;
+            match self.changed_since(&a).await? {
+                Some(cur) => a = cur,
+                None => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Does the status query table hold `a`'s row as it is (written by the
+    /// same batch as the release-queue row of the change that made it)?
+    pub(super) async fn views_written(&self, a: &Assignment) -> ApiResult<bool> {
+        let row = a.row(&OBJECTS_KEYWORDS_STATUS);
+        let found = self
+            .store
+            .get(&OBJECTS_KEYWORDS_STATUS, &row.key()?)
+            .await?;
+        Ok(found.as_ref() == Some(&row))
+    }
+
+    /// The base row of `a` as stored now, if it differs from `a`.
+    pub(super) async fn changed_since(&self, a: &Assignment) -> ApiResult<Option<Assignment>> {
+        let now = self
+            .store
+            .get(&OBJECTS_KEYWORDS, &a.key.base_key())
+            .await?
+            .as_ref()
+            .and_then(Assignment::from_row);
+        Ok(now.filter(|cur| cur != a))
+    }
+}

@@ -1,0 +1,467 @@
+//! Where a body arrives: the crawler hands a fetched URL's answer to link_fetched, an upload's bytes come in, and either ends in a scaled original (or a retry, or an error) that every reference waiting for it sees.
+
+use super::*;
+use crate::domains::binaries::imaging;
+use crate::domains::binaries::model::*;
+use crate::domains::web::{Download, FetchError, Validators};
+use crate::kernel::error::{ApiError, ApiResult};
+use crate::store::buckets::bucket_of;
+use crate::store::{Cas, Condition, Mutation, Row};
+
+/// What scaling an original found out, for `settle`.
+pub(super) struct Finished {
+    original: Original,
+    width: i32,
+    height: i32,
+    validators: Option<Validators>,
+}
+
+impl Binaries {
+    /// What the crawler fetched for `url`: a body is stored and scaled for the
+    /// URL's original waiting for one (PROCESSING or RETRY), or revalidates
+    /// an OK one (a re-crawl: unchanged content only updates `last_checked`,
+    /// changed content becomes a new original the references move to); a
+    /// failure settles the waiting original as RETRY or ERROR.
+    pub async fn link_fetched(&self, url: &str, arrival: Arrival) -> ApiResult<Settled> {
+        let Some(id) = self.url_original(url).await? else {
+            return Ok(Settled::default());
+        };
+        let Some(o) = self.original(&id).await? else {
+            return Ok(Settled::default());
+        };
+        match o.status {
+            Some(status @ (BinaryStatus::Processing | BinaryStatus::Retry))
+                if o.parts.is_none() =>
+            {
+                if !self.claim(&o, status).await? {
+                    return self.settled(url, &id).await;
+                }
+                self.inner
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(id.clone());
+                let outcome = match arrival {
+                    Arrival::Body {
+                        body,
+                        mime,
+                        validators,
+                    } => match self.receive(&id, body, mime.as_deref()).await {
+                        Ok(received) => {
+                            self.body_arrived(&o, url, received, mime, validators).await
+                        }
+                        Err(e) => Err(e),
+                    },
+                    Arrival::NotModified => Err(FetchError::Temporary(
+                        "the server answered 304 to an unconditional request".into(),
+                    )),
+                    Arrival::Failed(e) => Err(e),
+                };
+                let settled = self.settle(&o, status, outcome).await;
+                self.inner
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&id);
+                settled?;
+                self.settled(url, &id).await
+            }
+            Some(BinaryStatus::Ok) => {
+                if let Err(e) = self.refetched(&o, arrival).await {
+                    self.log_original(&id, &format!("re-crawl failed: {}", e.message()))
+                        .await;
+                }
+                self.settled(url, &id).await
+            }
+            _ => self.settled(url, &id).await,
+        }
+    }
+
+    /// The state of the URL's original after a fetch, for the crawler, read
+    /// again through the URL: `fetched_for` is the original the body went
+    /// to; the URL may have a new one by now, which still waits for a body.
+    pub(super) async fn settled(&self, url: &str, fetched_for: &str) -> ApiResult<Settled> {
+        let Some(id) = self.url_original(url).await? else {
+            return Ok(Settled::default());
+        };
+        let o = self.original(&id).await?;
+        Ok(match o {
+            None => Settled::default(),
+            Some(o) => Settled {
+                retry_at: (o.status == Some(BinaryStatus::Retry))
+                    .then(|| o.next_attempt.clone())
+                    .flatten(),
+                checksum: o.checksum.clone(),
+                waiting: o.parts.is_none()
+                    && (o.status == Some(BinaryStatus::Retry)
+                        || (o.status == Some(BinaryStatus::Processing) && o.id != fetched_for)),
+                status: o.status,
+            },
+        })
+    }
+
+    /// Whether the URL's original waits for a body nobody has given it: a
+    /// new original, made for the URL after a fetch of it had looked.
+    pub async fn url_waits(&self, url: &str) -> ApiResult<bool> {
+        let Some(id) = self.url_original(url).await? else {
+            return Ok(false);
+        };
+        Ok(matches!(
+            self.original(&id).await?,
+            Some(o) if o.parts.is_none() && o.status == Some(BinaryStatus::Processing)
+        ))
+    }
+
+    /// The original a URL points at now.
+    pub(super) async fn url_original(&self, url: &str) -> ApiResult<Option<String>> {
+        let row = self.store().get(&URLS, &[url.into()]).await?;
+        Ok(super::register::url_target(row.as_ref()))
+    }
+
+    /// Makes the URL's original wait for a body again when it ended in ERROR
+    /// (an admin asked for a re-crawl); `true` when it did.
+    pub async fn retry_url(&self, url: &str) -> ApiResult<bool> {
+        let Some(id) = self.url_original(url).await? else {
+            return Ok(false);
+        };
+        let Some(o) = self.original(&id).await? else {
+            return Ok(false);
+        };
+        if o.status != Some(BinaryStatus::Error) || o.parts.is_some() {
+            return Ok(false);
+        }
+        let reset = self
+            .store()
+            .cas(Cas {
+                row: original_update(&id)
+                    .set("status", BinaryStatus::Processing.as_str())
+                    .set("attempts", 0)
+                    .set("next_attempt", self.now()),
+                condition: Condition::Equals(vec![(
+                    "status",
+                    Some(BinaryStatus::Error.as_str().into()),
+                )]),
+                ttl: None,
+            })
+            .await?;
+        if reset.applied {
+            self.log_original(&id, "an admin asked for a re-crawl")
+                .await;
+        }
+        Ok(reset.applied)
+    }
+
+    /// THE SEAM where a fetched body enters the pipeline: its chunks are
+    /// stored under `o`; this checks that it is an image, moves the
+    /// references to an identical original stored before, or scales it.
+    /// (The crawler reaches it through [`Binaries::link_fetched`].)
+    pub(super) async fn body_arrived(
+        &self,
+        o: &Original,
+        url: &str,
+        received: Received,
+        mime: Option<String>,
+        validators: Validators,
+    ) -> Result<Finished, FetchError> {
+        let sniffed = imaging::sniff(&received.head).ok_or_else(|| {
+            FetchError::Permanent(format!(
+                "not an image in a supported format (the server said {})",
+                mime.as_deref().unwrap_or("nothing")
+            ))
+        })?;
+        if let Some(other) = self
+            .by_checksum(&received.checksum)
+            .await
+            .map_err(|e| FetchError::Temporary(e.message()))?
+            && other != o.id
+        {
+            self.log_original(
+                &o.id,
+                &format!(
+                    "identical content is stored as original {other}; the references move there"
+                ),
+            )
+            .await;
+            self.move_references(&o.id, &other, url)
+                .await
+                .map_err(|e| FetchError::Temporary(e.message()))?;
+            return Err(FetchError::Permanent(format!(
+                "duplicate of original {other}"
+            )));
+        }
+        let o = Original {
+            size: Some(received.size as i64),
+            parts: Some(received.parts),
+            checksum: Some(received.checksum),
+            mime: Some(sniffed.to_owned()),
+            ..o.clone()
+        };
+        self.log_original(
+            &o.id,
+            &format!("downloaded {} bytes ({sniffed})", received.size),
+        )
+        .await;
+        let slot = self.scale_slot().await?;
+        self.scale(o, Some(validators), slot).await
+    }
+
+    /// Makes and stores the derivatives of a stored original, within a
+    /// scaling slot and the decode budget.
+    pub(super) async fn scale(
+        &self,
+        o: Original,
+        fetched: Option<Validators>,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) -> Result<Finished, FetchError> {
+        let bytes = self
+            .read_all(&o)
+            .await
+            .map_err(|e| FetchError::Temporary(e.message()))?;
+        let limits = self.inner.config.imaging;
+        // The largest derivative is scaled from the whole image, each smaller
+        // one from the previous result: the first resize holds the most.
+        let cost = imaging::decode_cost(&bytes, 0, |w, h| {
+            let tallest = DERIVATIVES
+                .iter()
+                .map(|(bw, bh, _)| imaging::fit(w, h, *bw, *bh).1)
+                .max()
+                .unwrap_or(0);
+            imaging::resize_scratch(w, tallest)
+        })
+        .map_err(FetchError::Permanent)?;
+        let memory = self
+            .inner
+            .decode_budget
+            .reserve(cost)
+            .await
+            .map_err(FetchError::Permanent)?;
+        let boxes: Vec<(u32, u32)> = DERIVATIVES.iter().map(|(w, h, _)| (*w, *h)).collect();
+        let made = tokio::task::spawn_blocking(move || {
+            let made = imaging::derivatives_of(&bytes, &boxes, &limits);
+            drop(memory);
+            made
+        })
+        .await
+        .map_err(|e| FetchError::Permanent(format!("scaling failed: {e}")))?
+        .map_err(FetchError::Permanent)?;
+        drop(slot);
+        let (w, h, scaled) = (made.width, made.height, made.derivatives);
+        for ((_, _, table), (_, _, jpeg)) in DERIVATIVES.iter().zip(scaled) {
+            self.store()
+                .apply(vec![Mutation::upsert(
+                    Row::new(table).set("original_id", &o.id).set("data", jpeg),
+                )])
+                .await
+                .map_err(|e| {
+                    // The text goes into the public log: the store's own
+                    // message (a driver's) stays in ours.
+                    tracing::warn!(error = %e, original = %o.id, "storing a derivative failed");
+                    FetchError::Temporary("the store did not take the derivatives".into())
+                })?;
+        }
+        self.log_original(&o.id, &format!("{w}×{h} pixels; 4 derivatives made"))
+            .await;
+        Ok(Finished {
+            original: o,
+            width: w as i32,
+            height: h as i32,
+            validators: fetched,
+        })
+    }
+
+    /// Points every reference of `from` (and the URL) at `to`.
+    pub(super) async fn move_references(&self, from: &str, to: &str, url: &str) -> ApiResult<()> {
+        for id in self.refs_of(from).await? {
+            let Some(r) = self.reference(&id).await? else {
+                continue;
+            };
+            let moved = Reference {
+                original_id: to.to_owned(),
+                ..r.clone()
+            };
+            if self.attach(&moved).await?.is_none() {
+                return Err(ApiError::Unavailable);
+            }
+            self.store()
+                .apply(vec![Mutation::delete(
+                    &BINARY_REFS_ORIGINAL,
+                    vec![from.into(), id.as_str().into()],
+                )])
+                .await?;
+        }
+        self.store()
+            .cas(Cas {
+                row: Row::new(&URLS).set("url", url).set("original_id", to),
+                condition: Condition::Equals(vec![("original_id", Some(from.into()))]),
+                ttl: None,
+            })
+            .await?;
+        self.store()
+            .apply(vec![Mutation::upsert(
+                Row::new(&URLS_ORIGINAL)
+                    .set("original_id", to)
+                    .set("url", url),
+            )])
+            .await?;
+        Ok(())
+    }
+
+    /// Streams a fetched body into chunk rows of `id`.
+    pub(super) async fn receive(
+        &self,
+        id: &str,
+        mut body: Download,
+        mime: Option<&str>,
+    ) -> Result<Received, FetchError> {
+        let mut writer = ChunkWriter::new(self, id);
+        while let Some(piece) = body.next_chunk().await? {
+            match writer.push(&piece).await {
+                Ok(()) => {}
+                Err(WriteError::TooLarge) => {
+                    return Err(FetchError::Permanent(format!(
+                        "the file is larger than the limit of {} bytes",
+                        self.inner.config.max_bytes
+                    )));
+                }
+                Err(WriteError::NotAnImage) => {
+                    return Err(FetchError::Permanent(format!(
+                        "{NOT_AN_IMAGE} (the server said {})",
+                        mime.unwrap_or("nothing")
+                    )));
+                }
+                Err(WriteError::Store(e)) => return Err(FetchError::Temporary(e.message())),
+            }
+        }
+        match writer.finish().await {
+            Ok(r) if r.size == 0 => Err(FetchError::Permanent("the server sent no bytes".into())),
+            Ok(r) => Ok(r),
+            Err(WriteError::TooLarge | WriteError::NotAnImage) => {
+                Err(FetchError::Permanent("too large".into()))
+            }
+            Err(WriteError::Store(e)) => Err(FetchError::Temporary(e.message())),
+        }
+    }
+
+    /// Records the outcome of a claimed piece of work.
+    pub(super) async fn settle(
+        &self,
+        o: &Original,
+        status: BinaryStatus,
+        outcome: Result<Finished, FetchError>,
+    ) -> ApiResult<()> {
+        let id = o.id.as_str();
+        let expect = Condition::Equals(vec![("status", Some(status.as_str().into()))]);
+        match outcome {
+            Ok(f) => {
+                let now = self.now();
+                let mut row = original_update(id)
+                    .set("status", BinaryStatus::Ok.as_str())
+                    .set("width", f.width)
+                    .set("height", f.height)
+                    .set("last_checked", &now)
+                    .set("next_attempt", &now);
+                if let (Some(size), Some(parts), Some(checksum), Some(mime)) = (
+                    f.original.size,
+                    f.original.parts,
+                    f.original.checksum.clone(),
+                    f.original.mime.clone(),
+                ) {
+                    row = row
+                        .set("size", size)
+                        .set("parts", parts)
+                        .set("checksum", &checksum)
+                        .set("mime", mime);
+                    if f.validators.is_some() && self.by_checksum(&checksum).await?.is_none() {
+                        self.store()
+                            .apply(vec![Mutation::upsert(
+                                Row::new(&ORIGINALS_CHECKSUM)
+                                    .set("checksum", &checksum)
+                                    .set("original_id", id),
+                            )])
+                            .await?;
+                    }
+                }
+                if let Some(v) = &f.validators {
+                    row = row
+                        .set_opt("e_tag", v.e_tag.clone())
+                        .set_opt("last_modified", v.last_modified.clone());
+                }
+                // The log line first: whoever sees the new status also sees why.
+                self.log_original(id, "OK").await;
+                self.store()
+                    .cas(Cas {
+                        row,
+                        condition: expect,
+                        ttl: None,
+                    })
+                    .await?;
+                self.unqueue(id).await?;
+            }
+            Err(FetchError::Permanent(e)) => {
+                self.log_original(id, &format!("ERROR: {e}")).await;
+                self.store()
+                    .cas(Cas {
+                        row: original_update(id)
+                            .set("status", BinaryStatus::Error.as_str())
+                            .set("error", &e),
+                        condition: expect,
+                        ttl: None,
+                    })
+                    .await?;
+                self.unqueue(id).await?;
+            }
+            Err(FetchError::Temporary(e)) => {
+                let attempts = o.attempts + 1;
+                if attempts >= self.inner.config.max_attempts {
+                    return Box::pin(self.settle(
+                        &Original {
+                            attempts,
+                            ..o.clone()
+                        },
+                        status,
+                        Err(FetchError::Permanent(format!(
+                            "{e} (gave up after {attempts} attempts)"
+                        ))),
+                    ))
+                    .await;
+                }
+                let delay = self.inner.config.retry_base * 2u32.saturating_pow(attempts as u32 - 1);
+                let due = self.later(delay);
+                self.log_original(
+                    id,
+                    &format!("RETRY: {e} (attempt {attempts}; next at {due})"),
+                )
+                .await;
+                self.store()
+                    .cas(Cas {
+                        row: original_update(id)
+                            .set("status", BinaryStatus::Retry.as_str())
+                            .set("attempts", attempts)
+                            .set("next_attempt", &due)
+                            .set("error", &e),
+                        condition: expect,
+                        ttl: None,
+                    })
+                    .await?;
+                // Stored bytes are retried by the worker; a URL's body by
+                // the crawler, which re-queues the link for `due`.
+                if o.parts.is_some() || o.url.is_none() {
+                    self.store()
+                        .apply(vec![Mutation::upsert(pending_row(id, &due))])
+                        .await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn unqueue(&self, id: &str) -> ApiResult<()> {
+        self.store()
+            .apply(vec![Mutation::delete(
+                &PENDING_ORIGINALS,
+                vec![bucket_of(id).into(), id.into()],
+            )])
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,89 @@
+//! A slice as a range of encoded keys: its bounds from the partition, prefix, bounds and cursor, and reading it in either order.
+
+use super::*;
+
+/// One slice as a key range of the rows table, checked and encoded (outside
+/// the blocking pool), read by [`SliceRange::read`] inside a transaction.
+pub(super) struct SliceRange {
+    /// The slice's fingerprint (its cursors carry it).
+    pub(super) fp: u64,
+    start: Vec<u8>,
+    end: Option<Vec<u8>>,
+    after: Option<Vec<u8>>,
+    reverse: bool,
+    limit: usize,
+}
+
+impl SliceRange {
+    pub(super) fn of(table: &'static Table, s: &Slice) -> Result<SliceRange, StoreError> {
+        check_slice(table, s)?;
+        let fp = slice_fingerprint(table, s);
+        let pk = table.partition_key.len();
+        let (start, end) = key::slice_range(table, s)?;
+        let after = match &s.after {
+            Some(c) => {
+                let ck = c.key(table, fp, pk, table.clustering.len())?;
+                Some(key::cursor_key(table, s, &ck, (&start, end.as_deref()))?)
+            }
+            None => None,
+        };
+        Ok(SliceRange {
+            fp,
+            start,
+            end,
+            after,
+            reverse: s.reverse,
+            limit: s.limit,
+        })
+    }
+
+    /// Up to `limit + 1` live rows of the range (one more tells whether more follow).
+    pub(super) fn read(
+        &self,
+        rows: &redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
+        table: &'static Table,
+        now: u64,
+    ) -> Result<Vec<Row>, StoreError> {
+        let mut lo = RBound::Included(self.start.as_slice());
+        let mut hi = match &self.end {
+            Some(e) => RBound::Excluded(e.as_slice()),
+            None => RBound::Unbounded,
+        };
+        if let Some(a) = &self.after {
+            if self.reverse {
+                hi = RBound::Excluded(a.as_slice());
+            } else {
+                lo = RBound::Excluded(a.as_slice());
+            }
+        }
+        if let (RBound::Included(l) | RBound::Excluded(l), RBound::Excluded(h)) = (lo, hi)
+            && l >= h
+        {
+            return Ok(Vec::new());
+        }
+        let range = rows.range::<&[u8]>((lo, hi)).map_err(db_err)?;
+        let mut out = Vec::new();
+        let limit = self.limit;
+        let mut push = |entry: RangeEntry<'_>| -> Result<bool, StoreError> {
+            let (k, v) = entry.map_err(db_err)?;
+            if !expired(v.value(), now) {
+                out.push(decode_row(table, k.value(), v.value())?);
+            }
+            Ok(out.len() > limit)
+        };
+        if self.reverse {
+            for e in range.rev() {
+                if push(e)? {
+                    break;
+                }
+            }
+        } else {
+            for e in range {
+                if push(e)? {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
