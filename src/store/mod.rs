@@ -20,7 +20,7 @@ pub use cursor::{Cursor, fnv1a_hex, fnv1a_hex_bytes};
 #[cfg(test)]
 pub(crate) use cursor::{decode_cursor, encode_cursor};
 pub(crate) use cursor::{fnv1a, slice_fingerprint};
-pub use paging::{Round, pages, table_pages, until_settled};
+pub use paging::{Contention, pages, table_pages};
 
 /// The id that begins the embedded engine's keys of `table` (see `key.rs`).
 pub fn table_id(table: &Table) -> [u8; 4] {

@@ -1,7 +1,8 @@
 //! The one way to read more than a page: a stream of pages, each asked for
 //! when the one before is used, so a loop over a partition or a whole table
 //! holds one page at a time (the scylla driver's `rows_stream` shape). And
-//! the one way to retry a read-compare-and-set that lost to another writer.
+//! the one way to retry a read-compare-and-set that lost to another writer
+//! ([`Contention`]).
 
 use futures::Stream;
 
@@ -43,28 +44,42 @@ pub fn table_pages<'a>(
     })
 }
 
-/// What one round of a read-compare-and-set loop found.
-pub enum Round<T> {
-    /// It is settled: this is the answer.
-    Done(T),
-    /// A concurrent writer got in first: read again.
-    Lost,
+/// The one way to retry a read-compare-and-set that lost to a concurrent
+/// writer: the loop asks [`Contention::lost`] after each lost round, which
+/// pauses a moment (longer each time, with jitter, so two writers that keep
+/// colliding fall out of step) and says whether another round is allowed.
+///
+/// A loop, not a closure: an `async` closure that borrows the loop's state
+/// cannot yet be shown to be `Send`, which every resolver's future must be.
+#[derive(Debug)]
+pub struct Contention {
+    left: usize,
+    round: u32,
 }
 
-/// Runs `round` until it settles, at most `tries` times; after that many
-/// lost rounds, `exhausted` is the answer (a row that keeps changing under
-/// the caller: CONFLICT or UNAVAILABLE, as the caller sees fit).
-pub async fn until_settled<T, E>(
-    tries: usize,
-    mut round: impl AsyncFnMut() -> Result<Round<T>, E>,
-    exhausted: impl FnOnce() -> E,
-) -> Result<T, E> {
-    for _ in 0..tries.max(1) {
-        if let Round::Done(answer) = round().await? {
-            return Ok(answer);
+impl Contention {
+    /// At most `tries` rounds in all.
+    pub fn new(tries: usize) -> Self {
+        Contention {
+            left: tries.max(1),
+            round: 0,
         }
     }
-    Err(exhausted())
+
+    /// The round just played lost: `true` (after a short pause) when
+    /// another may be tried, `false` when the tries are spent.
+    pub async fn lost(&mut self) -> bool {
+        self.left -= 1;
+        if self.left == 0 {
+            return false;
+        }
+        self.round += 1;
+        let mut jitter = [0u8; 1];
+        let _ = getrandom::fill(&mut jitter);
+        let micros = (100u64 << self.round.min(6)) + u64::from(jitter[0]) * 4;
+        tokio::time::sleep(std::time::Duration::from_micros(micros)).await;
+        true
+    }
 }
 
 #[cfg(test)]
@@ -110,22 +125,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_lost_round_is_tried_again_until_the_tries_run_out() {
-        let mut left = 2;
-        let won = until_settled(
-            5,
-            async || {
-                left -= 1;
-                Ok::<_, &str>(if left == 0 {
-                    Round::Done(7)
-                } else {
-                    Round::Lost
-                })
-            },
-            || "exhausted",
-        )
-        .await;
-        assert_eq!(won, Ok(7));
-        let lost = until_settled(3, async || Ok::<Round<()>, _>(Round::Lost), || "exhausted").await;
-        assert_eq!(lost, Err("exhausted"));
+        let mut contention = Contention::new(3);
+        assert!(contention.lost().await);
+        assert!(contention.lost().await);
+        assert!(!contention.lost().await, "three rounds in all");
+        assert!(
+            !Contention::new(0).lost().await,
+            "at least one round, no more"
+        );
     }
 }

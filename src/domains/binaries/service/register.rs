@@ -11,6 +11,7 @@ use crate::domains::web::{check_host_now, check_url, strip_credentials};
 use crate::kernel::error::{ApiError, ApiResult};
 use crate::kernel::roles::{Principal, Role};
 use crate::kernel::{check_id, random_id};
+use crate::store::Contention;
 use crate::store::{Cas, Condition, Mutation, Row};
 
 impl Binaries {
@@ -47,7 +48,8 @@ impl Binaries {
             context: context.to_owned(),
             created: self.now(),
         };
-        for _ in 0..8 {
+        let mut contention = Contention::new(8);
+        loop {
             let mapped = self.store().get(&URLS, &[url.as_str().into()]).await?;
             let original_id = match url_target(mapped.as_ref()) {
                 Some(o) => o,
@@ -73,7 +75,10 @@ impl Binaries {
                         .await?
                         .applied;
                     if !won {
-                        continue;
+                        if contention.lost().await {
+                            continue;
+                        }
+                        break;
                     }
                     o
                 }
@@ -129,6 +134,9 @@ impl Binaries {
                     ttl: None,
                 })
                 .await?;
+            if !contention.lost().await {
+                break;
+            }
         }
         Err(ApiError::Unavailable)
     }
@@ -177,7 +185,8 @@ impl Binaries {
         self.store()
             .apply(r.rows().into_iter().map(Mutation::upsert).collect())
             .await?;
-        for _ in 0..8 {
+        let mut contention = Contention::new(8);
+        loop {
             let o = self.original(&r.original_id).await?;
             let status = o.as_ref().and_then(|o| o.status);
             let Some(status) = status.filter(|s| *s != BinaryStatus::Deleting) else {
@@ -195,8 +204,10 @@ impl Binaries {
             if outcome.applied {
                 return Ok(outcome.current.as_ref().map(Original::from_row).or(o));
             }
+            if !contention.lost().await {
+                return Err(ApiError::Unavailable);
+            }
         }
-        Err(ApiError::Unavailable)
     }
 
     pub(super) async fn remove_reference_rows(&self, r: &Reference) -> ApiResult<()> {

@@ -1,6 +1,7 @@
 //! Writing keywords: one through the API under a compare-and-set, many by the importer in chunks, and the index rows (hierarchies, search) that follow from a keyword's categories.
 
 use super::*;
+use crate::store::Contention;
 
 /// A keyword of an import chunk that changes: its input, the row it was
 /// derived from, and its index writes.
@@ -306,8 +307,8 @@ impl Themes {
         mut categories: HashMap<String, Category>,
         gnd: &HashMap<String, GndEntity>,
     ) -> ApiResult<Keyword> {
-        let mut written: Option<Keyword> = None;
-        for _ in 0..KEYWORD_TRIES {
+        let mut contention = Contention::new(KEYWORD_TRIES);
+        let written = loop {
             let old = current.as_ref().map(Keyword::from_row);
             // One past the most a keyword may name: enough for the refusal.
             let mut ids: Vec<String> = input
@@ -326,7 +327,6 @@ impl Themes {
             // Index rows first: a crash before the keyword row leaves rows
             // that the same write, made again, finds and finishes.
             self.store.apply(delta.clone()).await?;
-            written = Some(keyword.clone());
             match self.swap_keyword(&keyword, current.as_ref(), delta).await? {
                 None => {
                     self.settle(vec![keyword.clone()], categories).await?;
@@ -334,11 +334,12 @@ impl Themes {
                 }
                 Some(now) => current = now,
             }
-        }
+            if !contention.lost().await {
+                break keyword;
+            }
+        };
         // The index rows last written are this write's: put back the winner's.
-        if let Some(k) = written {
-            self.settle(vec![k], categories).await?;
-        }
+        self.settle(vec![written], categories).await?;
         Err(ApiError::Conflict {
             message: format!(
                 "keyword {} was changed by other writes {KEYWORD_TRIES} times while this one was tried; send it again",
