@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The HTTP edge, tested from outside with real clients: the graphql-http audit
+# The HTTP edge, tested from outside with real clients: the served schema
+# against the last release's (scripts/schema-diff.sh: graphql-inspector lists
+# every breaking and dangerous change, and fails on a breaking one that
+# docs/schema-breaking-allowed.txt does not accept), the graphql-http audit
 # suite (GraphQL over HTTP), GraphiQL and the curators' UI (tests/edge/ui.mjs:
 # sign-in, search, paging, bulk and keyboard review, two curators live, a
 # conflict, release, roles, axe-core on every view) in a real headless Chromium
@@ -40,6 +43,9 @@ done
 token=$("$bin" token --sub edge-test --roles admin --auth-secret "$secret")
 mint() { "$bin" token --sub "$1" --roles "$2" --auth-secret "$secret"; }
 
+echo "edge-tests: the served schema against the last release's (docs/schema-baseline.graphql)"
+curl -fsS "http://127.0.0.1:$port/schema.graphql" >"$work/schema.graphql"
+bash scripts/schema-diff.sh "$work/schema.graphql"
 echo "edge-tests: type-check the UI (tsc over web/app's JSDoc types)"
 tests/edge/node_modules/.bin/tsc -p web/tsconfig.json
 echo "edge-tests: graphql-http audit"

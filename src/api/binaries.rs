@@ -113,7 +113,6 @@ impl Binary {
             })
             .collect()
     }
-    /// Every step and failure, oldest first.
     /// The crawl history of its URL, oldest first (none for an upload).
     #[graphql(complexity = "cost::list(HISTORY_WEIGHT, child_complexity)")]
     async fn crawls(
@@ -126,6 +125,7 @@ impl Binary {
         }
     }
 
+    /// Every step and failure, oldest first.
     #[graphql(complexity = "cost::list(HISTORY_WEIGHT, child_complexity)")]
     async fn logs(&self, ctx: &Context<'_>) -> Result<Vec<Metered<LogLine>>> {
         Ok(binaries(ctx)

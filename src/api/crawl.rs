@@ -1,7 +1,7 @@
 //! GraphQL types and root fields of the crawl frontier: domains and their
 //! state, a link's fetch history, and the admin's levers.
 
-use async_graphql::{Context, Object, Result, SimpleObject};
+use async_graphql::{ComplexObject, Context, Object, Result, SimpleObject};
 
 use crate::api::graphql::budget::Metered;
 use crate::api::graphql::connection::{self, Page, connection};
@@ -23,11 +23,29 @@ fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
     ctx.data_unchecked::<Principal>()
 }
 
+/// The domain a root field names: by `domain`, or by `dom`, the seed's
+/// abbreviation kept one release for clients not yet moved. Both are optional
+/// in the schema so that either alone is enough; exactly one must be given.
+fn named_domain(domain: Option<String>, dom: Option<String>) -> Result<String, ApiError> {
+    match (domain, dom) {
+        (Some(d), None) | (None, Some(d)) => Ok(d),
+        (Some(_), Some(_)) => Err(ApiError::bad_input(
+            "give `domain` or its deprecated alias `dom`, not both",
+        )),
+        (None, None) => Err(ApiError::bad_input("`domain` is required")),
+    }
+}
+
 /// A crawled domain (the registrable domain of its links' hosts, or an IP).
 pub struct CrawlDomain(DomainInfo);
 
 #[Object]
 impl CrawlDomain {
+    /// The domain's name.
+    async fn domain(&self) -> &str {
+        &self.0.dom
+    }
+    #[graphql(deprecation = "use `domain`")]
     async fn dom(&self) -> &str {
         &self.0.dom
     }
@@ -61,6 +79,10 @@ impl CrawlDomain {
         self.0.exclude_reason.as_deref()
     }
     /// Links seen by the last dispatch that scanned all of them (may be stale).
+    async fn total_links(&self) -> Option<i32> {
+        self.0.tot_links
+    }
+    #[graphql(deprecation = "use `totalLinks`")]
     async fn tot_links(&self) -> Option<i32> {
         self.0.tot_links
     }
@@ -72,9 +94,11 @@ impl CrawlDomain {
     async fn queued_links(&self) -> Option<i32> {
         self.0.queued_links
     }
+    /// When the dispatcher last queued links of it (RFC 3339, UTC).
     async fn last_dispatch(&self) -> Option<&str> {
         self.0.last_dispatch.as_deref()
     }
+    /// When the dispatcher last found none of its links due (RFC 3339, UTC).
     async fn last_empty_dispatch(&self) -> Option<&str> {
         self.0.last_empty_dispatch.as_deref()
     }
@@ -86,10 +110,12 @@ impl CrawlDomain {
 
 /// One row of a link's history: its first sighting, or a fetch.
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct CrawlLinkFetch {
     pub url: String,
-    /// When it was fetched (the first sighting's time is 1970-01-01).
-    pub time: String,
+    /// When it was fetched (RFC 3339, UTC); 1970-01-01 for the first
+    /// sighting's row.
+    pub fetched_at: String,
     pub first_sighting: bool,
     /// The HTTP status; none when no answer came.
     pub status: Option<i32>,
@@ -99,8 +125,9 @@ pub struct CrawlLinkFetch {
     /// Where redirects led.
     pub redirected_to: Option<String>,
     pub mime: Option<String>,
-    /// The first 64 bits of the content's SHA-256, as a decimal string.
-    pub fingerprint: Option<String>,
+    /// The first 64 bits of the content's SHA-256 (the first 16 hex digits
+    /// of `Binary.checksum`), as a signed 64-bit integer in decimal.
+    pub content_hash: Option<String>,
     /// The response headers, `name: value` (for machine and admin, the
     /// crawl's operators; empty for other callers). Cookies and credentials
     /// (`Set-Cookie`, `Authorization`, `WWW-Authenticate`, ...) are never kept.
@@ -112,16 +139,29 @@ impl From<CrawlFetch> for CrawlLinkFetch {
     fn from(f: CrawlFetch) -> Self {
         CrawlLinkFetch {
             url: f.url,
-            time: f.time,
+            fetched_at: f.time,
             first_sighting: f.first_sighting,
             status: f.stat,
             error: f.err,
             robots_excluded: f.robot_ex,
             redirected_to: f.redto_url,
             mime: f.mime,
-            fingerprint: f.fnv.map(|v| v.to_string()),
+            content_hash: f.fnv.map(|v| v.to_string()),
             headers: f.headers,
         }
+    }
+}
+
+/// The seed's names of two fields, kept one release for clients not yet moved.
+#[ComplexObject]
+impl CrawlLinkFetch {
+    #[graphql(deprecation = "use `fetchedAt`")]
+    async fn time(&self) -> &str {
+        &self.fetched_at
+    }
+    #[graphql(deprecation = "use `contentHash`")]
+    async fn fingerprint(&self) -> Option<&str> {
+        self.content_hash.as_deref()
     }
 }
 
@@ -147,8 +187,10 @@ impl CrawlQuery {
     async fn crawl_domain(
         &self,
         ctx: &Context<'_>,
-        dom: String,
+        #[graphql(desc = "Required (or `dom`, its old name).")] domain: Option<String>,
+        #[graphql(desc = "Alias of `domain`.", deprecation = "use `domain`")] dom: Option<String>,
     ) -> Result<Option<Metered<CrawlDomain>>> {
+        let dom = named_domain(domain, dom)?;
         Ok(service(ctx)
             .domain(caller(ctx), &dom)
             .await?
@@ -216,9 +258,11 @@ impl CrawlMutation {
     async fn set_domain_priority(
         &self,
         ctx: &Context<'_>,
-        dom: String,
-        priority: i32,
+        #[graphql(desc = "Required (or `dom`, its old name).")] domain: Option<String>,
+        #[graphql(desc = "Alias of `domain`.", deprecation = "use `domain`")] dom: Option<String>,
+        #[graphql(desc = "0..=9; domains of a higher priority are claimed first.")] priority: i32,
     ) -> Result<Metered<CrawlDomain>> {
+        let dom = named_domain(domain, dom)?;
         Ok(Metered(CrawlDomain(
             service(ctx)
                 .set_priority(caller(ctx), &dom, priority)
@@ -231,16 +275,24 @@ impl CrawlMutation {
     async fn exclude_domain(
         &self,
         ctx: &Context<'_>,
-        dom: String,
-        reason: String,
+        #[graphql(desc = "Required (or `dom`, its old name).")] domain: Option<String>,
+        #[graphql(desc = "Alias of `domain`.", deprecation = "use `domain`")] dom: Option<String>,
+        #[graphql(desc = "Why (shown as `excludeReason`).")] reason: String,
     ) -> Result<Metered<CrawlDomain>> {
+        let dom = named_domain(domain, dom)?;
         Ok(Metered(CrawlDomain(
             service(ctx).exclude(caller(ctx), &dom, &reason).await?,
         )))
     }
 
     /// Includes an excluded domain again (admin).
-    async fn include_domain(&self, ctx: &Context<'_>, dom: String) -> Result<Metered<CrawlDomain>> {
+    async fn include_domain(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(desc = "Required (or `dom`, its old name).")] domain: Option<String>,
+        #[graphql(desc = "Alias of `domain`.", deprecation = "use `domain`")] dom: Option<String>,
+    ) -> Result<Metered<CrawlDomain>> {
+        let dom = named_domain(domain, dom)?;
         Ok(Metered(CrawlDomain(
             service(ctx).include(caller(ctx), &dom).await?,
         )))

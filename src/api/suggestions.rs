@@ -144,6 +144,11 @@ impl ImageSuggestion {
     async fn kind(&self) -> &[String] {
         &self.0.suggestion.kind
     }
+    /// The revision of the page the dataset was computed from.
+    async fn page_revision(&self) -> Option<i32> {
+        self.0.suggestion.page_rev
+    }
+    #[graphql(deprecation = "use `pageRevision`")]
     async fn page_rev(&self) -> Option<i32> {
         self.0.suggestion.page_rev
     }

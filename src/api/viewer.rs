@@ -2,7 +2,7 @@
 //! (the curators' UI) can show the user and offer only what their roles allow.
 //! The rules themselves stay in the services; this only reports the token.
 
-use async_graphql::{Context, Object, SimpleObject};
+use async_graphql::{ComplexObject, Context, Object, SimpleObject};
 
 use crate::kernel::roles::Principal;
 
@@ -11,12 +11,22 @@ pub struct ViewerQuery;
 
 /// The caller of a request, as its bearer token says.
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct Viewer {
-    /// The token's subject: the creator recorded on writes.
-    pub sub: String,
+    /// The token's subject (its `sub` claim): the creator recorded on writes.
+    pub subject: String,
     /// The token's roles (contributor, archive, machine, editor, admin), sorted.
     #[graphql(complexity = "crate::api::graphql::cost::list(5, child_complexity)")]
     pub roles: Vec<String>,
+}
+
+/// The JWT claim's abbreviation, kept one release for clients not yet moved.
+#[ComplexObject]
+impl Viewer {
+    #[graphql(deprecation = "use `subject`")]
+    async fn sub(&self) -> &str {
+        &self.subject
+    }
 }
 
 #[Object]
@@ -25,7 +35,7 @@ impl ViewerQuery {
     async fn viewer(&self, ctx: &Context<'_>) -> Option<Viewer> {
         let principal = ctx.data_opt::<Principal>()?;
         Some(Viewer {
-            sub: principal.sub.clone()?,
+            subject: principal.sub.clone()?,
             roles: principal
                 .roles
                 .iter()

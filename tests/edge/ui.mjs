@@ -259,7 +259,7 @@ const shot = (page, name, fullPage = true) => page.screenshot({ path: join(shots
 
 // ---------------------------------------------------------------- seed
 
-const who = async (token) => (await gql('{ viewer { sub roles } }', {}, token)).viewer;
+const who = async (token) => (await gql('{ viewer { subject roles } }', {}, token)).viewer;
 const subs = {};
 let portal;
 /** `{ text, results }`: a search text and the keywords the API finds for it. */
@@ -271,7 +271,7 @@ try {
   for (const [name, token] of Object.entries({ editor: editorToken, editor2: editor2Token, contributor: contributorToken, machine: machineToken })) {
     const v = await who(token);
     if (!v) throw new Error(`the ${name} token was refused`);
-    subs[name] = v.sub;
+    subs[name] = v.subject;
   }
   const { portals } = await gql('{ portals { id label children { id label keywords(first: 20) { nodes { id label } } } } }');
   const usable = (p) => p.children.filter((c) => c.keywords.nodes.length).length >= 2;

@@ -186,7 +186,7 @@ fn serve_prints_an_admin_token_only_for_the_demo() {
 /// `--token-leeway` (5 s by default).
 async fn an_expired_or_not_yet_valid_token_is_refused(engine: Engine) {
     let srv = server(engine).await;
-    let query = "{ viewer { sub } }";
+    let query = "{ viewer { subject } }";
     let status = |token: String| {
         let srv = &srv;
         async move {

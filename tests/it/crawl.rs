@@ -114,6 +114,12 @@ async fn site(robots: Option<&'static str>, slow: Duration) -> Site {
 }
 
 impl Site {
+    /// Its host: the crawl domain of its links (an IP).
+    fn host(&self) -> String {
+        let authority = self.base.trim_start_matches("http://");
+        authority.split(':').next().unwrap().to_owned()
+    }
+
     fn requests(&self) -> Vec<(String, Instant)> {
         self.log.lock().unwrap().clone()
     }
@@ -461,7 +467,7 @@ async fn a_slow_site_hands_its_slot_on(engine: Engine) {
     assert!(gap >= Duration::from_secs(3), "{gap:?}");
 }
 
-const DOMAIN: &str = "query($d: String!) { crawlDomain(dom: $d) { dom state priority excluded excludeReason claimed } }";
+const DOMAIN: &str = "query($d: String!) { crawlDomain(domain: $d) { domain state priority excluded excludeReason claimed } }";
 
 async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     // The crawler is not running yet: the domain waits, PENDING. (Keyspaces
@@ -476,18 +482,12 @@ async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     let s = site(None, Duration::ZERO).await;
     let url = format!("{}/img/excluded.jpg", s.base);
     let r = register(&srv.binaries, &url).await;
-    let dom = s
-        .base
-        .trim_start_matches("http://")
-        .split(':')
-        .next()
-        .unwrap()
-        .to_owned();
+    let dom = s.host();
     let admin = srv.token(&["admin"]);
     let editor = srv.token(&["editor"]);
     let d = srv.data(DOMAIN, json!({"d": dom}), Some(&editor)).await;
     assert_eq!(d["crawlDomain"]["state"], "PENDING");
-    let exclude = "mutation($d: String!, $r: String!) { excludeDomain(dom: $d, reason: $r) { state excluded excludeReason } }";
+    let exclude = "mutation($d: String!, $r: String!) { excludeDomain(domain: $d, reason: $r) { state excluded excludeReason } }";
     let denied = srv
         .gql(
             exclude,
@@ -511,7 +511,7 @@ async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     );
     let listed = srv
         .data(
-            "{ crawlDomains(state: EXCLUDED, first: 100) { edges { node { dom } } } }",
+            "{ crawlDomains(state: EXCLUDED, first: 100) { edges { node { domain } } } }",
             json!({}),
             Some(&admin),
         )
@@ -519,7 +519,7 @@ async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     assert!(listed.to_string().contains(&dom), "{listed}");
     let bad = srv
         .gql(
-            "mutation($d: String!) { setDomainPriority(dom: $d, priority: 12) { priority } }",
+            "mutation($d: String!) { setDomainPriority(domain: $d, priority: 12) { priority } }",
             json!({"d": dom}),
             Some(&admin),
         )
@@ -527,7 +527,7 @@ async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     assert_eq!(code(&bad), "BAD_USER_INPUT");
     let p = srv
         .data(
-            "mutation($d: String!) { setDomainPriority(dom: $d, priority: 7) { priority state } }",
+            "mutation($d: String!) { setDomainPriority(domain: $d, priority: 7) { priority state } }",
             json!({"d": dom}),
             Some(&admin),
         )
@@ -545,7 +545,7 @@ async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     // Included again, its waiting link is fetched.
     let d = srv
         .data(
-            "mutation($d: String!) { includeDomain(dom: $d) { state excluded } }",
+            "mutation($d: String!) { includeDomain(domain: $d) { state excluded } }",
             json!({"d": dom}),
             Some(&admin),
         )
@@ -595,6 +595,182 @@ async fn admins_exclude_include_and_prioritise_domains(engine: Engine) {
     assert_eq!(code(&missing), "NOT_FOUND");
 }
 
+/// Renamed for issue 31: each old name and the field or argument that
+/// replaces it. The old ones answer for one more release.
+const RENAMED_FIELDS: [(&str, &str, &str); 6] = [
+    ("CrawlDomain", "dom", "domain"),
+    ("CrawlDomain", "totLinks", "totalLinks"),
+    ("CrawlLinkFetch", "time", "fetchedAt"),
+    ("CrawlLinkFetch", "fingerprint", "contentHash"),
+    ("ImageSuggestion", "pageRev", "pageRevision"),
+    ("Viewer", "sub", "subject"),
+];
+const RENAMED_ARGUMENTS: [(&str, &str); 4] = [
+    ("Query", "crawlDomain"),
+    ("Mutation", "setDomainPriority"),
+    ("Mutation", "excludeDomain"),
+    ("Mutation", "includeDomain"),
+];
+
+/// A client written against the seed's abbreviations keeps working for one
+/// release: every old field and argument answers what its new name answers,
+/// both names at once are refused (and change nothing), and introspection
+/// marks each old name deprecated, pointing at its new one.
+async fn old_names_answer_like_the_new_ones_and_are_marked_deprecated(engine: Engine) {
+    let srv = crawling_server(engine, Some(crawl_args(50))).await;
+    let s = site(None, Duration::ZERO).await;
+    let url = format!("{}/img/renamed.jpg", s.base);
+    let r = register(&srv.binaries, &url).await;
+    let settled = all_settled(&srv.binaries, &[r], Duration::from_secs(60)).await;
+    assert_eq!(settled, vec![BinaryStatus::Ok]);
+    let admin = srv.admin();
+
+    let history = srv
+        .data_until(
+            "query($u: String!) { crawlLink(url: $u) { fetchedAt time contentHash fingerprint } }",
+            json!({"u": url}),
+            Some(&admin),
+            |h| h["crawlLink"].as_array().is_some_and(|a| a.len() >= 2),
+        )
+        .await;
+    let rows = history["crawlLink"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{history}");
+    assert!(rows[1]["contentHash"].is_string(), "{history}");
+    for row in rows {
+        assert_eq!(row["time"], row["fetchedAt"], "{history}");
+        assert_eq!(row["fingerprint"], row["contentHash"], "{history}");
+    }
+
+    let dom = s.host();
+    let by_new = "query($d: String!) { crawlDomain(domain: $d) { domain totalLinks priority } }";
+    let by_old = "query($d: String!) { crawlDomain(dom: $d) { dom totLinks priority } }";
+    let set_old = "mutation($d: String!) { setDomainPriority(dom: $d, priority: 3) { priority } }";
+    let set = srv.data(set_old, json!({"d": dom}), Some(&admin)).await;
+    assert_eq!(set["setDomainPriority"]["priority"], 3);
+    let new = srv.data(by_new, json!({"d": dom}), Some(&admin)).await;
+    let old = srv.data(by_old, json!({"d": dom}), Some(&admin)).await;
+    assert_eq!(new["crawlDomain"]["domain"], json!(dom));
+    assert_eq!(old["crawlDomain"]["dom"], json!(dom));
+    assert_eq!(
+        old["crawlDomain"]["totLinks"],
+        new["crawlDomain"]["totalLinks"]
+    );
+    assert_eq!(new["crawlDomain"]["priority"], 3);
+    let levers = srv
+        .data(
+            "mutation($d: String!) { excludeDomain(dom: $d, reason: \"old client\") { excluded }
+               includeDomain(dom: $d) { excluded } }",
+            json!({"d": dom}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(
+        levers,
+        json!({"excludeDomain": {"excluded": true}, "includeDomain": {"excluded": false}})
+    );
+    let both = srv
+        .gql(
+            "mutation($d: String!) { setDomainPriority(domain: $d, dom: $d, priority: 9) { priority } }",
+            json!({"d": dom}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(code(&both), "BAD_USER_INPUT");
+    let neither = srv
+        .gql("{ crawlDomain { priority } }", json!({}), Some(&admin))
+        .await;
+    assert_eq!(code(&neither), "BAD_USER_INPUT");
+    let after = srv.data(by_new, json!({"d": dom}), Some(&admin)).await;
+    assert_eq!(
+        after["crawlDomain"]["priority"], 3,
+        "a refused call changed it"
+    );
+
+    let viewer = srv
+        .data("{ viewer { subject sub } }", json!({}), Some(&admin))
+        .await;
+    assert_eq!(
+        viewer["viewer"],
+        json!({"subject": "tester", "sub": "tester"})
+    );
+
+    let suggestions = kartei::domains::suggestions::service::Suggestions::new(srv.store.clone());
+    let wiki = format!("w{}", uid());
+    let imported = crate::suggestions::run_import(
+        &suggestions,
+        &wiki,
+        vec![crate::suggestions::line(7, "Renamed.jpg", 0.9)],
+        0,
+        1,
+    )
+    .await;
+    assert!(imported.published, "{}", imported.summary());
+    let page = srv
+        .data(
+            "query($w: String!) { imageSuggestions(wiki: $w, pageId: 7) { pageRevision pageRev } }",
+            json!({"w": wiki}),
+            None,
+        )
+        .await;
+    assert_eq!(
+        page["imageSuggestions"],
+        json!([{"pageRevision": 107, "pageRev": 107}])
+    );
+
+    let introspection = srv
+        .data(
+            "{ __schema { types { name
+                 fields(includeDeprecated: true) { name isDeprecated deprecationReason
+                   args(includeDeprecated: true) { name isDeprecated deprecationReason } } } } }",
+            json!({}),
+            None,
+        )
+        .await;
+    let mut deprecated = Vec::new();
+    let mut current = Vec::new();
+    for ty in introspection["__schema"]["types"].as_array().unwrap() {
+        let tn = ty["name"].as_str().unwrap();
+        for f in ty["fields"].as_array().into_iter().flatten() {
+            let fname = f["name"].as_str().unwrap();
+            let mut note = |path: String, v: &Value| {
+                if v["isDeprecated"] == true {
+                    deprecated.push((path, v["deprecationReason"].as_str().unwrap().to_owned()));
+                } else {
+                    current.push(path);
+                }
+            };
+            note(format!("{tn}.{fname}"), f);
+            for a in f["args"].as_array().unwrap() {
+                note(format!("{tn}.{fname}({})", a["name"].as_str().unwrap()), a);
+            }
+        }
+    }
+    let mut expected: Vec<(String, String)> = RENAMED_FIELDS
+        .iter()
+        .map(|(ty, old, new)| (format!("{ty}.{old}"), format!("use `{new}`")))
+        .chain(
+            RENAMED_ARGUMENTS
+                .iter()
+                .map(|(ty, field)| (format!("{ty}.{field}(dom)"), "use `domain`".to_owned())),
+        )
+        .collect();
+    expected.sort();
+    deprecated.sort();
+    assert_eq!(
+        deprecated, expected,
+        "the deprecated names and their reasons"
+    );
+    for (ty, _, new) in RENAMED_FIELDS {
+        assert!(current.contains(&format!("{ty}.{new}")), "{ty}.{new}");
+    }
+    for (ty, field) in RENAMED_ARGUMENTS {
+        assert!(
+            current.contains(&format!("{ty}.{field}(domain)")),
+            "{ty}.{field}"
+        );
+    }
+}
+
 both_engines!(
     robots_txt_and_the_delay_are_honoured,
     instances_share_the_crawl_and_fetch_each_url_once,
@@ -602,6 +778,7 @@ both_engines!(
     retry_after_is_honoured,
     a_slow_site_hands_its_slot_on,
     admins_exclude_include_and_prioritise_domains,
+    old_names_answer_like_the_new_ones_and_are_marked_deprecated,
 );
 
 /// A real `kartei serve` process on the Cassandra node crawls a slow site and

@@ -16,7 +16,7 @@ fn machine() -> Principal {
     Principal::local("importer", &[Role::Machine])
 }
 
-fn line(page: i32, image: &str, confidence: f64) -> String {
+pub(crate) fn line(page: i32, image: &str, confidence: f64) -> String {
     json!({
         "page_id": page, "image": image, "origin_wiki": "commonswiki",
         "confidence": confidence, "found_on": ["enwiki", "frwiki"],
@@ -26,7 +26,7 @@ fn line(page: i32, image: &str, confidence: f64) -> String {
     .to_string()
 }
 
-async fn run_import(
+pub(crate) async fn run_import(
     s: &Suggestions,
     wiki: &str,
     lines: Vec<String>,

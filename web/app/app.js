@@ -8,7 +8,7 @@ import { ApiError, gql, setToken, setUnauthenticatedHandler, token } from './api
 import { h, fill, errorText } from './dom.js';
 import { lang, setLang, t } from './i18n.js';
 
-/** @typedef {{ sub: string, roles: string[] }} Viewer */
+/** @typedef {{ subject: string, roles: string[] }} Viewer */
 /**
  * @typedef {object} Ctx
  * @property {Viewer | null} viewer
@@ -87,7 +87,7 @@ function header() {
     ? h(
         'div',
         { class: 'who' },
-        h('span', { class: 'sub', 'data-testid': 'viewer' }, viewer.sub),
+        h('span', { class: 'sub', 'data-testid': 'viewer' }, viewer.subject),
         h('span', { class: 'roles', 'aria-label': t('roles') }, viewer.roles.join(', ')),
         h('button', { type: 'button', class: 'link', onclick: signOut }, t('signOut')),
       )
@@ -136,7 +136,7 @@ function signIn(reason) {
         e.preventDefault();
         const value = /** @type {HTMLTextAreaElement} */ (field).value.trim();
         try {
-          const data = await gql('{ viewer { sub roles } }', {}, { token: value });
+          const data = await gql('{ viewer { subject roles } }', {}, { token: value });
           if (!data.viewer) throw new ApiError(t('tokenRefused'), 'UNAUTHENTICATED');
           setToken(value);
           viewer = data.viewer;
@@ -209,7 +209,7 @@ async function start() {
   window.addEventListener('popstate', () => render());
   if (token()) {
     try {
-      viewer = (await gql('{ viewer { sub roles } }')).viewer;
+      viewer = (await gql('{ viewer { subject roles } }')).viewer;
     } catch {
       viewer = null;
     }

@@ -9,7 +9,7 @@ import { errorText, fill, h } from './dom.js';
 import { formatDate, t } from './i18n.js';
 
 const STATES = ['READY', 'CLAIMED', 'PENDING', 'DISPATCHING', 'IDLE', 'EXCLUDED'];
-const DOMAIN = 'dom state priority claimed excluded excludeReason totLinks uncrawledLinks lastDispatch wakeAt';
+const DOMAIN = 'domain state priority claimed excluded excludeReason totalLinks uncrawledLinks lastDispatch wakeAt';
 
 /** @param {HTMLElement} root @param {import('./app.js').Ctx} ctx */
 export async function view(root, ctx) {
@@ -47,7 +47,7 @@ export async function view(root, ctx) {
       { class: 'facts' },
       h('dt', null, t('state')), h('dd', null, d.state),
       h('dt', null, t('priority')), h('dd', null, String(d.priority)),
-      h('dt', null, t('links')), h('dd', null, `${d.totLinks ?? '–'} (${d.uncrawledLinks ?? '–'} ${t('uncrawled')})`),
+      h('dt', null, t('links')), h('dd', null, `${d.totalLinks ?? '–'} (${d.uncrawledLinks ?? '–'} ${t('uncrawled')})`),
       d.excluded ? [h('dt', null, t('excluded')), h('dd', null, d.excludeReason || '')] : null,
       h('dt', null, 'lastDispatch'), h('dd', null, formatDate(d.lastDispatch)),
     );
@@ -68,7 +68,7 @@ export async function view(root, ctx) {
         ),
       ),
       data.crawlDomains.nodes.length
-        ? h('ul', null, data.crawlDomains.nodes.map((/** @type {any} */ d) => h('li', null, h('strong', null, d.dom), ` · ${t('priority')} ${d.priority}`)))
+        ? h('ul', null, data.crawlDomains.nodes.map((/** @type {any} */ d) => h('li', null, h('strong', null, d.domain), ` · ${t('priority')} ${d.priority}`)))
         : h('p', { class: 'empty' }, t('notFound')),
     );
   } catch (e) {
@@ -88,18 +88,18 @@ export async function view(root, ctx) {
       url = b.binary.url;
     }
     const d = await gql(
-      `query S($u: String!) { crawlDomainOfUrl(url: $u) { ${DOMAIN} } crawlLink(url: $u) { time status error robotsExcluded firstSighting } }`,
+      `query S($u: String!) { crawlDomainOfUrl(url: $u) { ${DOMAIN} } crawlLink(url: $u) { fetchedAt status error robotsExcluded firstSighting } }`,
       { u: url },
     );
     site.append(
       h('p', null, h('code', null, url)),
-      d.crawlDomainOfUrl ? h('div', null, h('h3', null, d.crawlDomainOfUrl.dom), facts(d.crawlDomainOfUrl)) : h('p', { class: 'empty' }, t('notFound')),
+      d.crawlDomainOfUrl ? h('div', null, h('h3', null, d.crawlDomainOfUrl.domain), facts(d.crawlDomainOfUrl)) : h('p', { class: 'empty' }, t('notFound')),
       h('h3', null, t('history')),
       h(
         'ul',
         null,
         d.crawlLink.map((/** @type {any} */ f) =>
-          h('li', null, f.firstSighting ? '—' : formatDate(f.time), ` ${f.status ?? ''} ${f.error ?? ''}${f.robotsExcluded ? ' robots.txt' : ''}`),
+          h('li', null, f.firstSighting ? '—' : formatDate(f.fetchedAt), ` ${f.status ?? ''} ${f.error ?? ''}${f.robotsExcluded ? ' robots.txt' : ''}`),
         ),
       ),
     );
