@@ -273,7 +273,7 @@ try {
     if (!v) throw new Error(`the ${name} token was refused`);
     subs[name] = v.subject;
   }
-  const { portals } = await gql('{ portals { id label children { id label keywords(first: 20) { nodes { id label } } } } }');
+  const { portals } = await gql('{ portals { id label children { id label keywords(first: 10) { nodes { id label } } } } }');
   const usable = (p) => p.children.filter((c) => c.keywords.nodes.length).length >= 2;
   // A portal nothing was assigned in yet (`serve --demo` loads suggestions into some).
   const empty = async (p) =>
