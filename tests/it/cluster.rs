@@ -394,7 +394,10 @@ async fn replicated_keyspaces(nodes: &[String]) -> CqlStore {
         format!("{{'class': 'NetworkTopologyStrategy', '{dc}': 3}}"),
     )
     .await
-    .expect("connect to the cluster");
+    .expect("connect to the cluster")
+    // /healthz reads one of the application's tables at LOCAL_QUORUM, as
+    // the server's own store does (kartei::store::open).
+    .probing(kartei::tables()[0]);
     store.migrate(kartei::CQL_FILES).await.expect("migrate");
     store
 }
