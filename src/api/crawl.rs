@@ -43,11 +43,11 @@ pub struct CrawlDomain(DomainInfo);
 impl CrawlDomain {
     /// The domain's name.
     async fn domain(&self) -> &str {
-        &self.0.dom
+        &self.0.domain
     }
     #[graphql(deprecation = "use `domain`")]
     async fn dom(&self) -> &str {
-        &self.0.dom
+        &self.0.domain
     }
     async fn state(&self) -> DomainState {
         self.0.state
@@ -58,12 +58,12 @@ impl CrawlDomain {
     }
     /// Whether a fetcher holds it now.
     async fn claimed(&self) -> bool {
-        self.0.claim_tok != ZERO
+        self.0.claim_token != ZERO
     }
     /// The token of the fetcher holding it (admins and machines see it in
     /// `active_fetchers`).
     async fn claim_token(&self) -> Option<&str> {
-        (self.0.claim_tok != ZERO).then_some(self.0.claim_tok.as_str())
+        (self.0.claim_token != ZERO).then_some(self.0.claim_token.as_str())
     }
     /// When it was last claimed.
     async fn claim_time(&self) -> Option<&str> {
@@ -80,11 +80,11 @@ impl CrawlDomain {
     }
     /// Links seen by the last dispatch that scanned all of them (may be stale).
     async fn total_links(&self) -> Option<i32> {
-        self.0.tot_links
+        self.0.total_links
     }
     #[graphql(deprecation = "use `totalLinks`")]
     async fn tot_links(&self) -> Option<i32> {
-        self.0.tot_links
+        self.0.total_links
     }
     /// Links never fetched, as of that scan.
     async fn uncrawled_links(&self) -> Option<i32> {
@@ -141,12 +141,12 @@ impl From<CrawlFetch> for CrawlLinkFetch {
             url: f.url,
             fetched_at: f.time,
             first_sighting: f.first_sighting,
-            status: f.stat,
-            error: f.err,
-            robots_excluded: f.robot_ex,
-            redirected_to: f.redto_url,
+            status: f.status,
+            error: f.error,
+            robots_excluded: f.robots_excluded,
+            redirected_to: f.redirect_url,
             mime: f.mime,
-            content_hash: f.fnv.map(|v| v.to_string()),
+            content_hash: f.content_hash.map(|v| v.to_string()),
             headers: f.headers,
         }
     }

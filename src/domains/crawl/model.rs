@@ -226,20 +226,20 @@ impl DomainState {
 /// A domain's row.
 #[derive(Clone, Debug)]
 pub struct DomainInfo {
-    pub dom: String,
+    pub domain: String,
     pub state: DomainState,
     pub priority: i32,
-    pub claim_tok: String,
+    pub claim_token: String,
     pub claim_time: Option<String>,
     pub dispatched: bool,
     pub excluded: bool,
     pub exclude_reason: Option<String>,
-    pub tot_links: Option<i32>,
+    pub total_links: Option<i32>,
     pub uncrawled_links: Option<i32>,
     pub queued_links: Option<i32>,
     pub last_dispatch: Option<String>,
     pub last_empty_dispatch: Option<String>,
-    pub dispatch_tok: Option<String>,
+    pub dispatch_token: Option<String>,
     pub dispatch_time: Option<String>,
     pub more: bool,
     pub wake_at: Option<String>,
@@ -251,13 +251,13 @@ pub struct DomainInfo {
 impl DomainInfo {
     pub fn from_row(r: &Row) -> Self {
         DomainInfo {
-            dom: r.string("dom"),
+            domain: r.string("dom"),
             state: r
                 .text("state")
                 .and_then(DomainState::parse)
                 .unwrap_or(DomainState::Pending),
             priority: r.int("priority").unwrap_or(DEFAULT_PRIORITY),
-            claim_tok: r.text("claim_tok").unwrap_or(ZERO).to_owned(),
+            claim_token: r.text("claim_tok").unwrap_or(ZERO).to_owned(),
             claim_time: r.text("claim_time").map(str::to_owned),
             dispatched: r.boolean("dispatched").unwrap_or(false),
             excluded: r.boolean("excluded").unwrap_or(false),
@@ -265,12 +265,12 @@ impl DomainInfo {
                 .text("exclude_reason")
                 .filter(|s| !s.is_empty())
                 .map(str::to_owned),
-            tot_links: r.int("tot_links"),
+            total_links: r.int("tot_links"),
             uncrawled_links: r.int("uncrawled_links"),
             queued_links: r.int("queued_links"),
             last_dispatch: r.text("last_dispatch").map(str::to_owned),
             last_empty_dispatch: r.text("last_empty_dispatch").map(str::to_owned),
-            dispatch_tok: r.text("dispatch_tok").map(str::to_owned),
+            dispatch_token: r.text("dispatch_tok").map(str::to_owned),
             dispatch_time: r.text("dispatch_time").map(str::to_owned),
             more: r.boolean("more").unwrap_or(false),
             wake_at: r.text("wake_at").map(str::to_owned),
@@ -308,18 +308,18 @@ impl LinkKey {
         } else {
             url.to_owned()
         };
-        let (dom, subdom) = match parsed.host() {
+        let (domain, subdomain) = match parsed.host() {
             None => return Err("the URL has no host".into()),
             Some(url::Host::Ipv4(a)) => (a.to_string(), String::new()),
             Some(url::Host::Ipv6(a)) => (format!("[{a}]"), String::new()),
             Some(url::Host::Domain(h)) => {
                 let host = h.trim_end_matches('.').to_ascii_lowercase();
-                let dom = psl::domain_str(&host).unwrap_or(&host).to_owned();
-                let subdom = host
-                    .strip_suffix(&dom)
+                let domain = psl::domain_str(&host).unwrap_or(&host).to_owned();
+                let subdomain = host
+                    .strip_suffix(&domain)
                     .map(|s| s.trim_end_matches('.').to_owned())
                     .unwrap_or_default();
-                (dom, subdom)
+                (domain, subdomain)
             }
         };
         let mut path = parsed.path().to_owned();
@@ -327,15 +327,15 @@ impl LinkKey {
             path.push('?');
             path.push_str(q);
         }
-        let proto = match parsed.port() {
+        let protocol = match parsed.port() {
             Some(p) => format!("{}:{p}", parsed.scheme()),
             None => parsed.scheme().to_owned(),
         };
         Ok(LinkKey {
-            dom,
-            subdom,
+            dom: domain,
+            subdom: subdomain,
             path,
-            proto,
+            proto: protocol,
             url,
         })
     }
@@ -394,7 +394,8 @@ pub fn fixed_time(t: OffsetDateTime) -> String {
         .unwrap_or_default()
 }
 
-/// The first 64 bits of a hex checksum (the links' `fnv` fingerprint column).
+/// The first 64 bits of a hex checksum: a link's content hash (the links'
+/// `fnv` column, named after walker's hash; ours is a SHA-256 prefix).
 pub fn fingerprint(checksum: &str) -> Option<i64> {
     let hex = checksum.get(..16)?;
     u64::from_str_radix(hex, 16).ok().map(|v| v as i64)

@@ -1,0 +1,344 @@
+//! The fetch loop of a claimed domain and its politeness: one request at a
+//! time, spaced by the delay (or the site's Crawl-delay, or its Retry-After),
+//! the next slot booked in the store before each request, and the domain
+//! handed back when its turn is over.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use super::model::*;
+use super::outcomes::{Outcome, segment_key};
+use super::robots::Rules;
+use super::service::Crawl;
+use super::state::{domain_set, read_domain, transition};
+use crate::domains::web::{FetchError, Validators};
+use crate::kernel::error::ApiResult;
+use crate::store::{Mutation, Row, Slice};
+
+/// The longest a site's Retry-After keeps its domain waiting.
+const LONGEST_BACK_OFF: Duration = Duration::from_secs(24 * 3600);
+
+/// The spacing of requests to a site: `delay`, or the site's larger
+/// Crawl-delay (at most `max_wait`).
+fn spacing(delay: Duration, max_wait: Duration, crawl_delay: Option<Duration>) -> Duration {
+    crawl_delay.map_or(delay, |d| d.min(max_wait).max(delay))
+}
+
+/// What a site's Retry-After does to the next request to its domain.
+#[derive(Debug, PartialEq, Eq)]
+enum BackOff {
+    /// Within the longest wait: the fetcher waits for it, holding its slot.
+    Wait(OffsetDateTime),
+    /// Longer than a slot is held: the segment stops and the domain goes
+    /// back with its next time moved on (at most a day), so the site is not
+    /// asked again on the next pass.
+    Stop(OffsetDateTime),
+}
+
+/// When the next request may go out after a site asked to `wait` at `now`
+/// (`next_at` being the earliest it could anyway).
+fn back_off(
+    next_at: OffsetDateTime,
+    now: OffsetDateTime,
+    wait: Duration,
+    max_wait: Duration,
+) -> BackOff {
+    if wait > max_wait {
+        BackOff::Stop(next_at.max(now + wait.min(LONGEST_BACK_OFF)))
+    } else {
+        BackOff::Wait(next_at.max(now + wait))
+    }
+}
+
+/// Whether a fetcher's turn at a domain is over: its time is up, or the
+/// next request could not go out within it.
+fn turn_over(now: OffsetDateTime, next_at: OffsetDateTime, turn_ends: OffsetDateTime) -> bool {
+    now >= turn_ends || next_at > turn_ends
+}
+
+/// A time as milliseconds since the epoch (`domain_counters.next_crawl`).
+pub(super) fn to_ms(t: OffsetDateTime) -> i64 {
+    (t - OffsetDateTime::UNIX_EPOCH).whole_milliseconds() as i64
+}
+
+fn from_ms(ms: i64) -> OffsetDateTime {
+    OffsetDateTime::UNIX_EPOCH + time::Duration::milliseconds(ms)
+}
+
+impl Crawl {
+    /// Crawls a claimed domain's segment, one request at a time, spaced by
+    /// the delay (or the site's Crawl-delay, or its Retry-After), then
+    /// unclaims it (PENDING, for the dispatcher). Stops when the claim is no
+    /// longer this fetcher's (freed, excluded). When the turn is over, or the
+    /// next request could not go out within it, hands the domain back
+    /// (READY, with the rest of its segment) so that a slow site holds a
+    /// slot no longer than a turn.
+    pub(super) async fn crawl_domain(&self, claimed: DomainInfo) -> ApiResult<()> {
+        let domain = claimed.domain.clone();
+        let turn_ends = self.inner.clock.now() + self.inner.config.turn;
+        let mut handed_back = false;
+        let segment = self
+            .store()
+            .slice(
+                &SEGMENTS,
+                &Slice::partition(vec![domain.as_str().into()]).limit(SEGMENT * 2),
+            )
+            .await?;
+        let mut next_at = self.next_crawl(&domain).await?;
+        for row in &segment.rows {
+            let Some(info) = read_domain(self.store(), &domain).await? else {
+                return Ok(());
+            };
+            if info.claim_token != self.token() || info.state != DomainState::Claimed {
+                return Ok(());
+            }
+            if turn_over(self.inner.clock.now(), next_at, turn_ends) {
+                handed_back = true;
+                break;
+            }
+            let url = row.string("url");
+            let Ok(link) = LinkKey::of(&url) else {
+                self.store()
+                    .apply(vec![Mutation::delete(&SEGMENTS, segment_key(row))])
+                    .await?;
+                continue;
+            };
+            let site = link.site();
+            let rules = match self.inner.robots.cached(&site) {
+                Some(r) => Ok(r),
+                None => {
+                    let (fetched, at) = self.robots(&domain, &site, next_at).await?;
+                    next_at = at;
+                    fetched
+                }
+            };
+            if next_at > turn_ends && matches!(&rules, Ok(r) if r.allowed(&url)) {
+                handed_back = true;
+                break;
+            }
+            match rules {
+                Err(e) => self.record(&link, row, Outcome::failed(e)).await?,
+                Ok(rules) if !rules.allowed(&url) => {
+                    crate::kernel::metrics::crawl_robots_excluded();
+                    self.record(&link, row, Outcome::robots(&site)).await?
+                }
+                Ok(rules) => {
+                    let (at, stop) = self
+                        .fetch(&domain, &link, &url, row, &rules, next_at)
+                        .await?;
+                    next_at = at;
+                    if stop {
+                        break;
+                    }
+                }
+            }
+        }
+        self.book(&domain, next_at).await?;
+        self.unclaim(&domain, handed_back, segment.rows.len()).await
+    }
+
+    /// Reads a site's robots.txt (a request to the domain like any other, so
+    /// it waits its turn); returns the rules and when the next request may go.
+    async fn robots(
+        &self,
+        domain: &str,
+        site: &str,
+        next_at: OffsetDateTime,
+    ) -> ApiResult<(Result<Rules, FetchError>, OffsetDateTime)> {
+        let next_at = self.wait_turn(domain, next_at, &Rules::AllowAll).await?;
+        let fetched = self.inner.robots.fetch(&self.inner.fetcher, site).await;
+        // The spacing counts from the end of a request.
+        let delay = self.delay_for(fetched.as_ref().unwrap_or(&Rules::AllowAll));
+        Ok((fetched, next_at.max(self.inner.clock.now() + delay)))
+    }
+
+    /// Fetches one link robots.txt allows, in its turn, and records what
+    /// came; returns when the next request may go out, and whether the
+    /// segment stops here (the site asked for a longer wait than a slot is held).
+    async fn fetch(
+        &self,
+        domain: &str,
+        link: &LinkKey,
+        url: &str,
+        row: &Row,
+        rules: &Rules,
+        next_at: OffsetDateTime,
+    ) -> ApiResult<(OffsetDateTime, bool)> {
+        let mut next_at = self.wait_turn(domain, next_at, rules).await?;
+        let validators = Validators {
+            e_tag: row.text("e_tag").map(str::to_owned),
+            last_modified: row.text("last_modified").map(str::to_owned),
+        };
+        self.inner
+            .fetched
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let got = self.inner.fetcher.get(url, &validators).await;
+        let (outcome, wait) = Outcome::of(got);
+        crate::kernel::metrics::crawl_fetch(outcome.response.as_ref().map(|r| r.status));
+        if let Some(w) = wait {
+            let now = self.inner.clock.now();
+            match back_off(next_at, now, w, self.inner.config.max_wait) {
+                BackOff::Stop(at) => {
+                    self.record(link, row, outcome).await?;
+                    return Ok((at, true));
+                }
+                BackOff::Wait(at) => {
+                    next_at = at;
+                    self.book(domain, next_at).await?;
+                }
+            }
+        }
+        // The body is read while it is recorded; the spacing counts from
+        // the end of that.
+        self.record(link, row, outcome).await?;
+        Ok((
+            next_at.max(self.inner.clock.now() + self.delay_for(rules)),
+            false,
+        ))
+    }
+
+    /// Ends this fetcher's claim of `domain`: READY with the rest of its
+    /// segment when it was handed back, else PENDING, so the dispatcher
+    /// looks at what is left or new.
+    async fn unclaim(&self, domain: &str, handed_back: bool, links: usize) -> ApiResult<()> {
+        let (state, set) = if handed_back {
+            tracing::debug!(%domain, "crawl: turn over, domain handed back");
+            crate::kernel::metrics::crawl_handed_back();
+            (DomainState::Ready, domain_set().set("claim_tok", ZERO))
+        } else {
+            tracing::debug!(%domain, links, "crawl: segment done");
+            let set = domain_set()
+                .set("claim_tok", ZERO)
+                .set("dispatched", false)
+                .set("more", false);
+            (DomainState::Pending, set)
+        };
+        if let Some(info) = read_domain(self.store(), domain).await?
+            && info.claim_token == self.token()
+        {
+            // Lost only to an admin's change (exclusion), which then holds.
+            let _lost = transition(
+                self.store(),
+                &info,
+                state,
+                set,
+                vec![("claim_tok", Some(self.token().into()))],
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// The spacing of requests to a site with these rules.
+    fn delay_for(&self, rules: &Rules) -> Duration {
+        let c = &self.inner.config;
+        spacing(c.delay, c.max_wait, rules.delay())
+    }
+
+    /// When the next request to `domain` may go out, as the store knows it.
+    async fn next_crawl(&self, domain: &str) -> ApiResult<OffsetDateTime> {
+        let ms = self
+            .store()
+            .get(&DOMAIN_COUNTERS, &[domain.into()])
+            .await?
+            .and_then(|r| r.bigint("next_crawl"))
+            .unwrap_or(0);
+        Ok(from_ms(ms))
+    }
+
+    /// Waits until `next_at`, then books the next slot (now + the delay, or
+    /// the site's larger Crawl-delay) in `domain_counters` before the request
+    /// goes out, for a fetcher that takes over after a crash; returns that
+    /// slot (the caller moves it on once the request has ended).
+    async fn wait_turn(
+        &self,
+        domain: &str,
+        next_at: OffsetDateTime,
+        rules: &Rules,
+    ) -> ApiResult<OffsetDateTime> {
+        let now = self.inner.clock.now();
+        if next_at > now {
+            let wait: Duration = (next_at - now).try_into().unwrap_or_default();
+            tokio::time::sleep(wait.min(self.inner.config.max_wait)).await;
+        }
+        let next = self.inner.clock.now() + self.delay_for(rules);
+        self.book(domain, next).await?;
+        Ok(next)
+    }
+
+    /// Stores when the next request to `domain` may go out.
+    async fn book(&self, domain: &str, next: OffsetDateTime) -> ApiResult<()> {
+        self.store()
+            .apply(vec![Mutation::upsert(
+                Row::new(&DOMAIN_COUNTERS)
+                    .set("dom", domain)
+                    .set("next_crawl", to_ms(next)),
+            )])
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    fn at(secs: i64) -> OffsetDateTime {
+        OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000) + time::Duration::seconds(secs)
+    }
+
+    #[test]
+    fn a_crawl_delay_lengthens_the_spacing_up_to_the_longest_wait() {
+        let (delay, max_wait) = (SECOND, 600 * SECOND);
+        assert_eq!(spacing(delay, max_wait, None), delay);
+        assert_eq!(spacing(delay, max_wait, Some(5 * SECOND)), 5 * SECOND);
+        assert_eq!(
+            spacing(delay, max_wait, Some(SECOND / 10)),
+            delay,
+            "never faster than our own delay"
+        );
+        assert_eq!(spacing(delay, max_wait, Some(3600 * SECOND)), max_wait);
+    }
+
+    #[test]
+    fn a_retry_after_beyond_the_longest_wait_stops_the_segment_for_at_most_a_day() {
+        let max_wait = 600 * SECOND;
+        assert_eq!(
+            back_off(at(1), at(0), 30 * SECOND, max_wait),
+            BackOff::Wait(at(30))
+        );
+        assert_eq!(
+            back_off(at(100), at(0), 30 * SECOND, max_wait),
+            BackOff::Wait(at(100)),
+            "never earlier than the spacing allows"
+        );
+        assert_eq!(
+            back_off(at(1), at(0), 3600 * SECOND, max_wait),
+            BackOff::Stop(at(3600))
+        );
+        assert_eq!(
+            back_off(at(1), at(0), 7 * 86_400 * SECOND, max_wait),
+            BackOff::Stop(at(86_400))
+        );
+    }
+
+    #[test]
+    fn a_turn_is_over_when_its_time_is_up_or_the_next_request_would_miss_it() {
+        let ends = at(300);
+        assert!(!turn_over(at(0), at(10), ends));
+        assert!(!turn_over(at(0), ends, ends));
+        assert!(turn_over(at(0), at(301), ends));
+        assert!(turn_over(ends, at(0), ends));
+    }
+
+    #[test]
+    fn the_booked_time_reads_back_to_the_millisecond() {
+        let t = at(0) + time::Duration::milliseconds(1234);
+        assert_eq!(from_ms(to_ms(t)), t);
+        assert_eq!(from_ms(0), OffsetDateTime::UNIX_EPOCH);
+        assert_eq!(to_ms(OffsetDateTime::UNIX_EPOCH + SECOND), 1000);
+    }
+}
