@@ -3,6 +3,7 @@
 
 use async_graphql::{ComplexObject, Context, Object, Result, SimpleObject};
 
+use crate::api::caller::caller;
 use crate::api::graphql::budget::Metered;
 use crate::api::graphql::connection::{self, Page, connection};
 use crate::api::graphql::cost;
@@ -10,17 +11,12 @@ use crate::domains::crawl::model::{DomainInfo, DomainState, ZERO};
 use crate::domains::crawl::service::{Crawl, CrawlFetch};
 use crate::kernel::error::ApiError;
 use crate::kernel::page_size;
-use crate::kernel::roles::Principal;
 
 /// What a link's fetch history is weighed as.
 const HISTORY_WEIGHT: usize = 20;
 
 fn service<'a>(ctx: &Context<'a>) -> &'a Crawl {
     ctx.data_unchecked::<Crawl>()
-}
-
-fn caller<'a>(ctx: &Context<'a>) -> &'a Principal {
-    ctx.data_unchecked::<Principal>()
 }
 
 /// The domain a root field names: by `domain`, or by `dom`, the seed's

@@ -19,6 +19,8 @@ use super::robots::RobotsCache;
 use crate::domains::binaries::service::Binaries;
 use crate::domains::web::Fetcher;
 use crate::kernel::Clock;
+use crate::kernel::error::ApiResult;
+use crate::kernel::worker::{Worker, WorkerState};
 use crate::store::{Cursor, DynStore};
 
 #[derive(Clone, Debug)]
@@ -136,50 +138,93 @@ impl Crawl {
     /// pass (or when a link is wanted) dispatches PENDING domains, frees dead
     /// claims and claims READY domains while slots are free.
     pub fn spawn(&self) {
-        // The announcement has a task of its own: a slow pass must never let
-        // it expire (another instance would take this one's domains).
-        let weak = Arc::downgrade(&self.inner);
-        tokio::spawn(async move {
-            loop {
-                let Some(inner) = weak.upgrade() else { break };
-                let this = Crawl { inner };
-                if let Err(e) = this.announce().await {
-                    tracing::warn!(error = e.message(), "crawl: announcing this fetcher failed");
-                }
-                let every = heartbeat_every(this.inner.config.claim_ttl);
-                drop(this);
-                tokio::time::sleep(every).await;
-            }
+        // The announcement has a worker of its own: a slow pass must never
+        // let it expire (another instance would take this one's domains).
+        let workers = &self.inner.workers;
+        workers.spawn(Announcer {
+            service: Arc::downgrade(&self.inner),
+            every: heartbeat_every(self.inner.config.claim_ttl),
         });
-        let weak = Arc::downgrade(&self.inner);
-        let wake = self.inner.links.wake.clone();
-        let pass = self.inner.config.pass;
-        tokio::spawn(async move {
-            let mut swept: Option<tokio::time::Instant> = None;
-            loop {
-                let Some(inner) = weak.upgrade() else { break };
-                let this = Crawl { inner };
-                let sweep = swept.is_none_or(|s| s.elapsed() >= this.inner.config.sweep);
-                if let Err(e) = this.dispatch_pass(sweep).await {
-                    tracing::warn!(error = e.message(), "crawl: a dispatch pass failed");
-                } else if sweep {
-                    swept = Some(tokio::time::Instant::now());
-                }
-                if let Err(e) = this.claim_pass().await {
-                    tracing::warn!(error = e.message(), "crawl: a claim pass failed");
-                }
-                drop(this);
-                tokio::select! {
-                    _ = wake.notified() => {}
-                    _ = tokio::time::sleep(pass) => {}
-                }
-            }
+        workers.spawn(Dispatcher {
+            service: Arc::downgrade(&self.inner),
+            wake: self.inner.links.wake.clone(),
+            pass: self.inner.config.pass,
+            swept: None,
         });
     }
 
     /// The announcer and the dispatcher, as the admin sees them.
     pub fn workers(&self) -> &crate::kernel::worker::Workers {
         &self.inner.workers
+    }
+}
+
+/// Keeps this fetcher's TTL row alive (refreshed at 3/4 of its life).
+struct Announcer {
+    service: std::sync::Weak<Inner>,
+    every: std::time::Duration,
+}
+
+#[async_trait::async_trait]
+impl Worker for Announcer {
+    fn name(&self) -> String {
+        "crawl-announcer".into()
+    }
+
+    async fn work(&mut self) -> ApiResult<WorkerState> {
+        let Some(inner) = self.service.upgrade() else {
+            return Ok(WorkerState::Done);
+        };
+        Crawl { inner }.announce().await?;
+        Ok(WorkerState::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep(self.every).await;
+    }
+}
+
+/// Every pass (or when a link is wanted): dispatches PENDING domains (all of
+/// them every `sweep`), frees dead claims and claims READY domains while
+/// slots are free.
+struct Dispatcher {
+    service: std::sync::Weak<Inner>,
+    wake: Arc<tokio::sync::Notify>,
+    pass: std::time::Duration,
+    swept: Option<tokio::time::Instant>,
+}
+
+#[async_trait::async_trait]
+impl Worker for Dispatcher {
+    fn name(&self) -> String {
+        "crawl-dispatcher".into()
+    }
+
+    async fn work(&mut self) -> ApiResult<WorkerState> {
+        let Some(inner) = self.service.upgrade() else {
+            return Ok(WorkerState::Done);
+        };
+        let this = Crawl { inner };
+        let sweep = self
+            .swept
+            .is_none_or(|s| s.elapsed() >= this.inner.config.sweep);
+        // A failed dispatch still lets the claims run; the first failure is
+        // the pass's error.
+        let dispatched = this.dispatch_pass(sweep).await;
+        if dispatched.is_ok() && sweep {
+            self.swept = Some(tokio::time::Instant::now());
+        }
+        let claimed = this.claim_pass().await;
+        dispatched?;
+        claimed?;
+        Ok(WorkerState::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::select! {
+            _ = self.wake.notified() => {}
+            _ = tokio::time::sleep(self.pass) => {}
+        }
     }
 }
 
