@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::assignments::{SUGGEST, TRANSITION, Vocabulary, key, suggestion, vocabulary};
+use crate::assignments::{SUGGEST, TRANSITION, key, suggestion};
 use crate::both_engines;
 use crate::support::*;
 
