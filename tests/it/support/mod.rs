@@ -20,17 +20,13 @@ use std::sync::LazyLock;
 use kartei::store::DynStore;
 use serde_json::Value;
 
-pub use app::{Caller, TestApp};
-pub use faulty::Faulty;
-pub use server::{
-    TestServer, binaries_at, binary_server, call, router, router_with, second_instance,
-    serve_crawling, serve_store, server, server_with,
-};
-pub use settings::{
-    ORIGIN_NETWORKS, SECRET, origin_ip, test_binary_args, test_crawl_args, test_limits,
-};
-pub use stores::{TestStore, cluster, fresh_keyspaces, isolated_store, store};
-pub use vocabulary::{Vocabulary, vocabulary};
+// Whole modules: a helper no test of this tree calls stays at hand for the next.
+pub use app::*;
+pub use faulty::*;
+pub use server::*;
+pub use settings::*;
+pub use stores::*;
+pub use vocabulary::*;
 
 /// One runtime for the whole binary: the Cassandra session must outlive single tests.
 static RT: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
