@@ -4,10 +4,9 @@ use futures::SinkExt;
 use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::{CHANGES, connect, next_message, open, open_when_free, subscribe};
 use crate::both_engines;
 use crate::support::*;
-
-use super::{CHANGES, connect, next_message, open, open_when_free, subscribe};
 
 /// The server still answers a query.
 async fn healthy(app: &TestServer) {

@@ -6,11 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::{CHANGES, connect, next_event, next_message, subscribe, watching};
 use crate::assignments::{SUGGEST, TRANSITION, key, suggestion};
 use crate::both_engines;
 use crate::support::*;
-
-use super::{CHANGES, connect, next_event, next_message, subscribe, watching};
 
 /// Contributor `creator` suggests a keyword for obj-1; `editor` accepts it
 /// and runs the portal's release.

@@ -7,10 +7,9 @@ use kartei::kernel::roles::{Principal, Role};
 use kartei::store::DynStore;
 use serde_json::json;
 
+use super::{images, line, machine, rows_of, run_import};
 use crate::both_engines;
 use crate::support::{Engine, server, uid};
-
-use super::{images, line, machine, rows_of, run_import};
 
 async fn publishing_switches_datasets_at_once(engine: Engine) {
     let srv = server(engine).await;

@@ -5,10 +5,9 @@ use kartei::domains::suggestions::service::{FeedbackInput, Suggestions};
 use kartei::kernel::roles::{Principal, Role};
 use serde_json::{Value as Json, json};
 
+use super::{images, line, run_import, serving};
 use crate::both_engines;
 use crate::support::{Engine, TestApp, code, uid};
-
-use super::{images, line, run_import, serving};
 
 const RECORD: &str = "mutation($w: String!, $p: Int!, $f: String!, $a: Boolean!) {
     recordSuggestionFeedback(wiki: $w, pageId: $p, filename: $f, accepted: $a) { user } }";

@@ -4,10 +4,9 @@
 use kartei::domains::suggestions::service::{ReadOptions, Suggestions};
 use serde_json::{Value as Json, json};
 
+use super::{line, run_import, serving};
 use crate::both_engines;
 use crate::support::{Engine, code, round_trips, server, uid};
-
-use super::{line, run_import, serving};
 
 async fn titles_and_many_pages(engine: Engine) {
     let srv = server(engine).await;
