@@ -18,7 +18,7 @@ use kartei::kernel::roles::{Principal, Role};
 use kartei::store::{Counted, DynStore, Mutation, Slice, Store};
 
 use crate::both_engines;
-use crate::support::*;
+use crate::support::{Engine, Faulty, Vocabulary, round_trips, store, uid, vocabulary};
 
 /// A clock a test moves by hand (ms since the epoch), far from now, so that
 /// the feed's minutes it writes are its own on a shared keyspace too.

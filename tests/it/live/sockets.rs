@@ -6,7 +6,9 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::{CHANGES, connect, next_message, open, open_when_free, subscribe};
 use crate::both_engines;
-use crate::support::*;
+use crate::support::{
+    Engine, TestApp, TestServer, doubling_fragments, server_with, test_limits, vocabulary,
+};
 
 /// The server still answers a query.
 async fn healthy(app: &TestServer) {

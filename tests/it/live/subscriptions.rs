@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{CHANGES, connect, next_event, next_message, subscribe, watching};
 use crate::assignments::{SUGGEST, TRANSITION, key, suggestion};
 use crate::both_engines;
-use crate::support::*;
+use crate::support::{Caller, Engine, TestApp, second_instance};
 
 /// Contributor `creator` suggests a keyword for obj-1; `editor` accepts it
 /// and runs the portal's release.
