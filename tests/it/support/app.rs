@@ -135,7 +135,8 @@ impl Deref for TestApp {
 }
 
 impl TestAppBuilder {
-    /// Keyspaces of its own on Cassandra (a few seconds to migrate).
+    /// Keyspaces of its own on Cassandra (a few seconds to migrate); a store
+    /// given to [`TestApp::over`] stays the one given.
     pub fn isolated(mut self) -> Self {
         self.storage = match self.storage {
             Storage::Fresh(engine) | Storage::Isolated(engine) => Storage::Isolated(engine),
@@ -188,9 +189,10 @@ impl TestAppBuilder {
             Storage::Given(ts) => ts,
         };
         let server = start(ts, self.limits, self.binary_args, self.crawl, self.clock).await;
-        let vocabulary = match self.vocabulary {
-            true => Some(vocabulary(&server.store).await),
-            false => None,
+        let vocabulary = if self.vocabulary {
+            Some(vocabulary(&server.store).await)
+        } else {
+            None
         };
         TestApp { server, vocabulary }
     }
