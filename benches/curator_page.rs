@@ -335,6 +335,7 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
         Default::default(),
         binaries,
         crawl,
+        kartei::kernel::Clock::system(),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

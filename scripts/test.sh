@@ -37,8 +37,9 @@ if [ -z "${KARTEI_TEST_CASSANDRA:-}" ]; then
   own_node=1
   trap 'bash scripts/cassandra.sh stop || true' EXIT
   # The suite creates a few dozen keyspace sets of 47 tables each; at the
-  # script's 1 GiB default a schema change could stall past 15 s in CI.
-  KARTEI_CASSANDRA_HEAP=${KARTEI_CASSANDRA_HEAP:-2G} bash scripts/cassandra.sh start
+  # script's 1 GiB default a schema change could stall past 15 s in CI, and
+  # at 2 GiB the node ran out of heap once (isolated keyspaces per story).
+  KARTEI_CASSANDRA_HEAP=${KARTEI_CASSANDRA_HEAP:-4G} bash scripts/cassandra.sh start
   export KARTEI_TEST_CASSANDRA=127.0.0.1:${KARTEI_CASSANDRA_PORT:-9042}
 fi
 

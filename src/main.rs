@@ -179,6 +179,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         args.edge.clone(),
         binaries,
         crawl,
+        kartei::kernel::Clock::system(),
     );
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -21,6 +21,7 @@ use crate::domains::themes::service::Themes;
 use crate::domains::web::{FetchLimits, FetchPolicy, Fetcher};
 use crate::edge::EdgeArgs;
 use crate::edge::auth::Auth;
+use crate::kernel::Clock;
 use crate::kernel::limits::Limits;
 use crate::store::DynStore;
 
@@ -28,8 +29,9 @@ use crate::store::DynStore;
 pub use crate::edge::AppState as App;
 
 impl App {
-    /// The services over `store` and the schema that serves them; starts the
-    /// tail of the assignment change feed (so it needs a tokio runtime).
+    /// The services over `store`, reading time from `clock`, and the schema
+    /// that serves them; starts the tail of the assignment change feed (so it
+    /// needs a tokio runtime).
     pub fn new(
         store: DynStore,
         auth: Auth,
@@ -37,11 +39,15 @@ impl App {
         edge: EdgeArgs,
         binaries: Binaries,
         crawl: Crawl,
+        clock: Clock,
     ) -> Arc<Self> {
         let themes = Themes::new(store.clone())
-            .with_max_category_depth(limits.vocabulary.max_category_depth.into());
+            .with_max_category_depth(limits.vocabulary.max_category_depth.into())
+            .with_clock(clock.clone());
         let suggestions = Suggestions::new(store.clone());
-        let assignments = Assignments::new(store.clone()).with_feed(feed(&limits.feed));
+        let assignments = Assignments::new(store.clone())
+            .with_feed(feed(&limits.feed))
+            .with_clock(clock);
         assignments.events().spawn_tail(Duration::from_millis(250));
         let services = Services {
             themes: themes.clone(),
@@ -105,6 +111,11 @@ fn policy(args: &BinaryArgs) -> FetchPolicy {
 /// The binaries service the flags describe; the URLs it wants go to the
 /// crawl frontier in `store`.
 pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> {
+    binaries_at(args, store, Clock::system())
+}
+
+/// Like [`binaries`], reading time from `clock` (tests of leases and grace periods).
+pub fn binaries_at(args: &BinaryArgs, store: DynStore, clock: Clock) -> anyhow::Result<Binaries> {
     anyhow::ensure!(
         args.scale_lease >= Duration::from_secs(1),
         "--scale-lease must be at least 1s"
@@ -137,11 +148,12 @@ pub fn binaries(args: &BinaryArgs, store: DynStore) -> anyhow::Result<Binaries> 
         },
         lease: args.scale_lease,
     };
-    Ok(Binaries::new(
+    Ok(Binaries::with_clock(
         store.clone(),
         config,
         policy(args),
         Arc::new(Links::new(store)),
+        clock,
     ))
 }
 

@@ -17,9 +17,10 @@ use kartei::store::DynStore;
 use kartei::store::cql::CqlStore;
 use serde_json::{Value, json};
 
-use crate::assignments::{SUGGEST, TRANSITION, Vocabulary, key, suggestion, vocabulary};
+use crate::assignments::{SUGGEST, TRANSITION, key, suggestion};
 use crate::support::{
-    Engine, TestServer, code, run, serve_store, store, test_binary_args, test_limits, uid,
+    Engine, TestServer, Vocabulary, code, run, serve_store, store, test_binary_args, test_limits,
+    uid, vocabulary,
 };
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/cassandra.sh");

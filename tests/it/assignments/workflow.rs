@@ -1,0 +1,259 @@
+//! The curation workflow: the transition table, the release run and the
+//! reindexer's queue, which holds only what changed.
+
+use std::collections::BTreeSet;
+
+use kartei::domains::assignments::model::AssignmentStatus;
+use kartei::domains::assignments::repair::repair_views;
+use kartei::domains::assignments::service::Assignments;
+use serde_json::{Value, json};
+
+use super::{SUGGEST, check_views, key, principal, release_queue, suggestion, transition};
+use crate::both_engines;
+use crate::support::{Engine, Faulty, TestApp, code, uid};
+
+async fn the_workflow_follows_the_transition_table(engine: Engine) {
+    let app = TestApp::on(engine).with_vocabulary().build().await;
+    let v = app.vocabulary();
+    let contributor = app.as_contributor("carla");
+    let editor = app.as_editor("erik");
+    let machine = app.as_machine("bot");
+    contributor
+        .query(SUGGEST, suggestion(&v.p, "o1", &v.k1, &v.c1))
+        .await;
+    let k = key(&v.p, "o1", &v.k1, "carla");
+
+    // Not in the table at all.
+    for (from, to) in [
+        ("SUGGESTED", "PUBLISHED"),
+        ("SUGGESTED", "DELETED"),
+        ("ACCEPTED", "PUBLISHED"),
+        ("REJECTED", "ACCEPTED"),
+        ("SUGGESTED", "SUGGESTED"),
+    ] {
+        let r = transition(&editor, &k, from, to).await;
+        assert_eq!(code(&r), "INVALID_TRANSITION", "{from} -> {to}");
+    }
+    // In the table, but not for this role.
+    let r = transition(&contributor, &k, "SUGGESTED", "ACCEPTED").await;
+    assert_eq!(code(&r), "FORBIDDEN");
+    let r = transition(&machine, &k, "SUGGESTED", "ACCEPTED").await;
+    assert_eq!(code(&r), "FORBIDDEN");
+
+    // A stale `expected` names the current status.
+    let r = transition(&editor, &k, "AUTOSUGGESTED", "ACCEPTED").await;
+    assert_eq!(code(&r), "CONFLICT");
+    assert_eq!(r["errors"][0]["extensions"]["currentStatus"], "SUGGESTED");
+    // An unknown key.
+    let r = transition(
+        &editor,
+        &key(&v.p, "o1", &v.k1, "nobody"),
+        "SUGGESTED",
+        "ACCEPTED",
+    )
+    .await;
+    assert_eq!(code(&r), "NOT_FOUND");
+
+    let d = transition(&editor, &k, "SUGGESTED", "ACCEPTED").await;
+    assert_eq!(
+        d["data"]["transitionAssignment"]["status"], "ACCEPTED",
+        "{d}"
+    );
+
+    // The release run publishes it and queues the object.
+    let run = editor
+        .query(
+            "mutation($p: ID!) { runRelease(portalId: $p) { portalId successful published time } }",
+            json!({"p": v.p}),
+        )
+        .await;
+    assert_eq!(run["runRelease"]["successful"], true);
+    assert_eq!(run["runRelease"]["published"], 1);
+    let queue = release_queue(&app).await;
+    assert!(queue.contains("o1"), "{queue:?}");
+
+    // A contributor proposes deletion, the editor restores, then deletes.
+    let d = transition(&contributor, &k, "PUBLISHED", "DELETESUGGESTED").await;
+    assert_eq!(
+        d["data"]["transitionAssignment"]["status"],
+        "DELETESUGGESTED"
+    );
+    let d = transition(&editor, &k, "DELETESUGGESTED", "PUBLISHED").await;
+    assert_eq!(d["data"]["transitionAssignment"]["status"], "PUBLISHED");
+    transition(&contributor, &k, "PUBLISHED", "DELETESUGGESTED").await;
+
+    let acked = machine
+        .query(
+            "mutation($ids: [ID!]!) { acknowledgeRelease(ddbIds: $ids) }",
+            json!({"ids": ["o1", "never-queued"]}),
+        )
+        .await;
+    assert_eq!(acked["acknowledgeRelease"], 1);
+    assert!(!release_queue(&app).await.contains("o1"));
+
+    // DELETED queues the object at once (the index must drop the keyword).
+    let d = transition(&editor, &k, "DELETESUGGESTED", "DELETED").await;
+    assert_eq!(d["data"]["transitionAssignment"]["status"], "DELETED");
+    assert!(release_queue(&app).await.contains("o1"));
+
+    let runs = app
+        .anonymous()
+        .query(
+            "query($p: ID!) { releaseRuns(portalId: $p) { successful published } }",
+            json!({"p": v.p}),
+        )
+        .await;
+    assert_eq!(
+        runs["releaseRuns"],
+        json!([{"successful": true, "published": 1}])
+    );
+    check_views(&app.store, &v.p).await;
+}
+
+/// Issue 30: the ids of transitions that failed (CONFLICT, NOT_FOUND,
+/// INVALID_TRANSITION) went into the reindexer's queue with the applied ones.
+async fn a_bulk_transition_queues_only_the_objects_whose_transition_applied(engine: Engine) {
+    let app = TestApp::on(engine).with_vocabulary().build().await;
+    let v = app.vocabulary();
+    let contributor = app.as_contributor("carla");
+    let editor = app.as_editor("erik");
+    let machine = app.as_machine("bot");
+    let u = uid();
+    let ddbs: Vec<String> = (0..6).map(|i| format!("bulk-{u}-{i}")).collect();
+    let keys: Vec<Value> = ddbs.iter().map(|d| key(&v.p, d, &v.k1, "carla")).collect();
+    for d in &ddbs {
+        contributor
+            .query(SUGGEST, suggestion(&v.p, d, &v.k1, &v.c1))
+            .await;
+    }
+    let bulk = "mutation($k: [AssignmentKeyInput!]!, $e: AssignmentStatus!, $t: AssignmentStatus!) { transitionAssignments(keys: $k, expected: $e, to: $t) { applied key { ddbId } error { code } } }";
+    // Each key's ddb id, whether it applied, and its error code.
+    let bulk_move = |keys: Vec<Value>, expected: &'static str, to: &'static str| {
+        let _app = &app;
+        let editor = editor.clone();
+        async move {
+            let d = editor
+                .query(bulk, json!({"k": keys, "e": expected, "t": to}))
+                .await;
+            d["transitionAssignments"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    (
+                        r["key"]["ddbId"].as_str().unwrap().to_owned(),
+                        r["applied"] == true,
+                        r["error"]["code"].clone(),
+                    )
+                })
+                .collect::<Vec<(String, bool, Value)>>()
+        }
+    };
+    // All published by a release run, then taken off the queue.
+    let accepted = bulk_move(keys.clone(), "SUGGESTED", "ACCEPTED").await;
+    assert!(accepted.iter().all(|(_, applied, _)| *applied));
+    editor
+        .query(
+            "mutation($p: ID!) { runRelease(portalId: $p) { successful } }",
+            json!({"p": v.p}),
+        )
+        .await;
+    let acked = machine
+        .query(
+            "mutation($ids: [ID!]!) { acknowledgeRelease(ddbIds: $ids) }",
+            json!({ "ids": ddbs }),
+        )
+        .await;
+    assert_eq!(acked["acknowledgeRelease"], 6);
+    let mine = |queue: BTreeSet<String>| -> BTreeSet<String> {
+        queue.into_iter().filter(|d| ddbs.contains(d)).collect()
+    };
+    assert!(mine(release_queue(&app).await).is_empty());
+
+    // Deletion proposed for the first three only.
+    for k in &keys[..3] {
+        let d = transition(&contributor, k, "PUBLISHED", "DELETESUGGESTED").await;
+        assert_eq!(
+            d["data"]["transitionAssignment"]["status"],
+            "DELETESUGGESTED"
+        );
+    }
+    // A single transition that conflicts, one not in the workflow, one of an unknown key.
+    let r = transition(&editor, &keys[4], "DELETESUGGESTED", "DELETED").await;
+    assert_eq!(code(&r), "CONFLICT");
+    let r = transition(&editor, &keys[5], "SUGGESTED", "DELETED").await;
+    assert_eq!(code(&r), "INVALID_TRANSITION");
+    let unknown = key(&v.p, &format!("bulk-{u}-unknown"), &v.k1, "carla");
+    let r = transition(&editor, &unknown, "DELETESUGGESTED", "DELETED").await;
+    assert_eq!(code(&r), "NOT_FOUND");
+    assert!(mine(release_queue(&app).await).is_empty());
+
+    // The bulk deletion: three apply, three conflict (still PUBLISHED), one is unknown.
+    let mut all = keys.clone();
+    all.push(unknown);
+    let results = bulk_move(all, "DELETESUGGESTED", "DELETED").await;
+    let applied: BTreeSet<String> = results
+        .iter()
+        .filter(|(_, a, _)| *a)
+        .map(|(d, _, _)| d.clone())
+        .collect();
+    assert_eq!(applied, ddbs[..3].iter().cloned().collect());
+    let codes: Vec<&Value> = results.iter().skip(3).map(|(_, _, c)| c).collect();
+    assert_eq!(
+        codes,
+        [
+            &json!("CONFLICT"),
+            &json!("CONFLICT"),
+            &json!("CONFLICT"),
+            &json!("NOT_FOUND")
+        ],
+        "{results:?}"
+    );
+    let queue = release_queue(&app).await;
+    assert!(!queue.contains(&format!("bulk-{u}-unknown")));
+    assert_eq!(
+        mine(queue),
+        applied,
+        "only the applied transitions are queued"
+    );
+
+    // Two deletions whose writes after the compare-and-set are lost (a crash
+    // on Cassandra; the query rows and the queue row are one batch): a retry
+    // of the same change queues one, repair-views the other.
+    for k in &keys[3..5] {
+        transition(&contributor, k, "PUBLISHED", "DELETESUGGESTED").await;
+    }
+    let faulty = Faulty::new(app.store.clone());
+    *faulty.fail_apply_on.lock().unwrap() = vec!["release_ddbids"];
+    let crashing = Assignments::new(faulty);
+    for d in &ddbs[3..5] {
+        let k = kartei::domains::assignments::model::AssignmentKey {
+            portal_id: v.p.clone(),
+            ddb_id: d.clone(),
+            keyword_id: v.k1.clone(),
+            creator: "carla".into(),
+        };
+        crashing
+            .transition(
+                &principal("erik", "editor"),
+                &k,
+                AssignmentStatus::Deletesuggested,
+                AssignmentStatus::Deleted,
+            )
+            .await
+            .expect("the compare-and-set applied");
+    }
+    assert_eq!(mine(release_queue(&app).await), applied);
+    let r = transition(&editor, &keys[3], "DELETESUGGESTED", "DELETED").await;
+    assert_eq!(code(&r), "CONFLICT");
+    assert!(release_queue(&app).await.contains(&ddbs[3]));
+    repair_views(&app.store, true, Some(&v.p)).await.unwrap();
+    let all_five: BTreeSet<String> = ddbs[..5].iter().cloned().collect();
+    assert_eq!(mine(release_queue(&app).await), all_five);
+    check_views(&app.store, &v.p).await;
+}
+
+both_engines!(
+    the_workflow_follows_the_transition_table,
+    a_bulk_transition_queues_only_the_objects_whose_transition_applied,
+);
