@@ -187,19 +187,13 @@ mod tests {
         assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
     }
 
-    use crate::store::{ColumnType, Keyspace, Order, col};
     use proptest::prelude::*;
 
-    static BUCKETED: Table = Table {
-        keyspace: Keyspace::Target,
-        name: "bucketed",
-        partition_key: &[
-            col("portal", ColumnType::Text),
-            col("bucket", ColumnType::Int),
-        ],
-        clustering: &[(col("id", ColumnType::Text), Order::Asc)],
-        columns: &[],
-    };
+    crate::store::table! {
+        BUCKETED: Target.bucketed
+            partition(portal: Text, bucket: Int)
+            clustering(id: Text Asc)
+    }
 
     proptest! {
         // Each case opens an embedded store: fewer cases than the parsers get.

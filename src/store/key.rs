@@ -279,7 +279,7 @@ pub fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::col;
+
     use proptest::prelude::*;
 
     fn enc(v: Value, o: Order) -> Vec<u8> {
@@ -340,20 +340,14 @@ mod tests {
         assert!(desc_t.windows(2).all(|w| w[0] > w[1]));
     }
 
-    static K: Table = Table {
-        keyspace: crate::store::Keyspace::Themes,
-        name: "key_test",
-        partition_key: &[col("t", ColumnType::Text), col("n", ColumnType::Int)],
-        clustering: &[
-            (col("d", ColumnType::Text), Order::Desc),
-            (col("b", ColumnType::BigInt), Order::Desc),
-            (col("f", ColumnType::Double), Order::Asc),
-            (col("g", ColumnType::Double), Order::Desc),
-            (col("x", ColumnType::Boolean), Order::Asc),
-            (col("y", ColumnType::Blob), Order::Desc),
-        ],
-        columns: &[],
-    };
+    crate::store::table! {
+        K: Themes.key_test
+            partition(t: Text, n: Int)
+            clustering(
+                d: Text Desc, b: BigInt Desc, f: Double Asc, g: Double Desc, x: Boolean Asc,
+                y: Blob Desc
+            )
+    }
 
     /// Doubles compared by their bits: NaN is not equal to itself.
     fn comparable(v: &[Value]) -> Vec<String> {

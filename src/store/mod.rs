@@ -26,6 +26,7 @@ pub use paging::{Contention, pages, table_pages};
 pub fn table_id(table: &Table) -> [u8; 4] {
     key::table_id(table.keyspace.prefix(), table.name)
 }
+pub(crate) use table::table;
 pub use table::{Column, ColumnType, Keyspace, Order, Row, Table, Value, col};
 pub(crate) use table::{check_key, check_types};
 

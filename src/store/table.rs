@@ -70,6 +70,50 @@ pub enum Order {
     Desc,
 }
 
+/// Declares a table in a few lines that read like its CQL:
+///
+/// ```ignore
+/// table!(pub CATEGORIES_PARENTS: Themes.categories_parents
+///     partition(parent_id: Text)
+///     clustering(id: Text Asc)
+///     columns(xtree_uri: Text, label: Text, notation: Text));
+/// ```
+///
+/// `clustering = CONST` and `columns = EXPR` take a list built elsewhere
+/// (several tables sharing their clustering or value columns).
+macro_rules! table {
+    ($(#[$meta:meta])* $vis:vis $name:ident: $ks:ident.$table:tt
+     partition($($pk:tt: $pkt:ident),+ $(,)?)
+     $(clustering($($ck:tt: $ckt:ident $ord:ident),* $(,)?))?
+     $(clustering = $clus:ident)?
+     $(columns($($c:tt: $ct:ident),* $(,)?))?
+     $(columns = $cols:expr)?
+    ) => {
+        $(#[$meta])*
+        $vis static $name: $crate::store::Table = $crate::store::Table {
+            keyspace: $crate::store::Keyspace::$ks,
+            name: stringify!($table),
+            partition_key: &[$($crate::store::col(
+                stringify!($pk),
+                $crate::store::ColumnType::$pkt,
+            )),+],
+            clustering: $crate::store::table!(@list
+                $([$((
+                    $crate::store::col(stringify!($ck), $crate::store::ColumnType::$ckt),
+                    $crate::store::Order::$ord,
+                )),*])?
+                $($clus)?),
+            columns: $crate::store::table!(@list
+                $([$($crate::store::col(stringify!($c), $crate::store::ColumnType::$ct)),*])?
+                $($cols)?),
+        };
+    };
+    (@list) => { &[] };
+    (@list [$($c:expr),*]) => { &[$($c),*] };
+    (@list $list:expr) => { $list };
+}
+pub(crate) use table;
+
 /// One table, declared once. Row values are always laid out in this order:
 /// partition key columns, clustering columns, then the other columns.
 #[derive(Debug)]

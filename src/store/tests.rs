@@ -4,21 +4,14 @@ use super::*;
 use base64::Engine as _;
 use proptest::prelude::*;
 
-/// A table whose clustering key has one column of every key type, so a
-/// cursor carries each kind of value.
-static CURSORED: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "cursored",
-    partition_key: &[col("p", ColumnType::Text)],
-    clustering: &[
-        (col("t", ColumnType::Text), Order::Asc),
-        (col("i", ColumnType::Int), Order::Desc),
-        (col("b", ColumnType::BigInt), Order::Asc),
-        (col("f", ColumnType::Boolean), Order::Desc),
-        (col("x", ColumnType::Blob), Order::Asc),
-    ],
-    columns: &[col("v", ColumnType::TextList)],
-};
+crate::store::table! {
+    /// A table whose clustering key has one column of every key type, so a
+    /// cursor carries each kind of value.
+    CURSORED: Themes.cursored
+        partition(p: Text)
+        clustering(t: Text Asc, i: Int Desc, b: BigInt Asc, f: Boolean Desc, x: Blob Asc)
+        columns(v: TextList)
+}
 const PK: usize = 1;
 const CK: usize = 5;
 
@@ -267,13 +260,11 @@ proptest! {
     }
 }
 
-static DOUBLE_KEYED: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "double_keyed",
-    partition_key: &[col("p", ColumnType::Text)],
-    clustering: &[(col("d", ColumnType::Double), Order::Asc)],
-    columns: &[],
-};
+crate::store::table! {
+    DOUBLE_KEYED: Themes.double_keyed
+        partition(p: Text)
+        clustering(d: Double Asc)
+}
 
 fn refused<T>(r: Result<T, StoreError>) -> bool {
     matches!(r, Err(StoreError::BadCursor))

@@ -6,11 +6,10 @@
 //! by a hash of the ddb id ([`crate::store::buckets`]). All of them carry every
 //! column of the assignment, so a query never needs a second read.
 
-use crate::store::ColumnType::{BigInt, Double, Int, Text};
+use crate::store::ColumnType::{Double, Text};
 use crate::store::buckets::bucket_of;
-use crate::store::{Keyspace, Mutation, Order, Row, Table, col};
-
-const ASC: Order = Order::Asc;
+use crate::store::table;
+use crate::store::{Mutation, Row, Table, col};
 
 /// The non-key columns every assignment table carries (minus its key columns).
 macro_rules! assignment_columns {
@@ -26,83 +25,51 @@ macro_rules! assignment_columns {
     };
 }
 
-/// The base table. Seed key `(top_level_category_id, ddb_id, keyword_id, creator)`,
-/// with the bucket added to the partition key.
-pub static OBJECTS_KEYWORDS: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "objects_keywords",
-    partition_key: &[col("top_level_category_id", Text), col("bucket", Int)],
-    clustering: &[
-        (col("ddb_id", Text), ASC),
-        (col("keyword_id", Text), ASC),
-        (col("creator", Text), ASC),
-    ],
-    columns: assignment_columns![col("status", Text)],
-};
+table! {
+    /// The base table. Seed key `(top_level_category_id, ddb_id, keyword_id, creator)`,
+    /// with the bucket added to the partition key.
+    pub OBJECTS_KEYWORDS: Target.objects_keywords
+        partition(top_level_category_id: Text, bucket: Int)
+        clustering(ddb_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
+        columns = assignment_columns![col("status", Text)]
+}
 
-pub static OBJECTS_KEYWORDS_CREATOR: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "objects_keywords_creator",
-    partition_key: &[col("top_level_category_id", Text), col("bucket", Int)],
-    clustering: &[
-        (col("creator", Text), ASC),
-        (col("ddb_id", Text), ASC),
-        (col("keyword_id", Text), ASC),
-    ],
-    columns: assignment_columns![col("status", Text)],
-};
+table! {
+    pub OBJECTS_KEYWORDS_CREATOR: Target.objects_keywords_creator
+        partition(top_level_category_id: Text, bucket: Int)
+        clustering(creator: Text Asc, ddb_id: Text Asc, keyword_id: Text Asc)
+        columns = assignment_columns![col("status", Text)]
+}
 
-pub static OBJECTS_KEYWORDS_STATUS: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "objects_keywords_status",
-    partition_key: &[col("top_level_category_id", Text), col("bucket", Int)],
-    clustering: &[
-        (col("status", Text), ASC),
-        (col("ddb_id", Text), ASC),
-        (col("keyword_id", Text), ASC),
-        (col("creator", Text), ASC),
-    ],
-    columns: assignment_columns![],
-};
+table! {
+    pub OBJECTS_KEYWORDS_STATUS: Target.objects_keywords_status
+        partition(top_level_category_id: Text, bucket: Int)
+        clustering(status: Text Asc, ddb_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
+        columns = assignment_columns![]
+}
 
-/// All assignments of one object: bounded by the keywords one object can carry,
-/// so it keeps the seed's key unbucketed.
-pub static OBJECTS_KEYWORDS_DDBID: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "objects_keywords_ddbid",
-    partition_key: &[col("ddb_id", Text)],
-    clustering: &[
-        (col("top_level_category_id", Text), ASC),
-        (col("keyword_id", Text), ASC),
-        (col("creator", Text), ASC),
-    ],
-    columns: assignment_columns![col("status", Text)],
-};
+table! {
+    /// All assignments of one object: bounded by the keywords one object can carry,
+    /// so it keeps the seed's key unbucketed.
+    pub OBJECTS_KEYWORDS_DDBID: Target.objects_keywords_ddbid
+        partition(ddb_id: Text)
+        clustering(top_level_category_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
+        columns = assignment_columns![col("status", Text)]
+}
 
-pub static OBJECTS_KEYWORDS_KEYWORD: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "objects_keywords_keyword",
-    partition_key: &[col("keyword_id", Text), col("bucket", Int)],
-    clustering: &[
-        (col("top_level_category_id", Text), ASC),
-        (col("ddb_id", Text), ASC),
-        (col("creator", Text), ASC),
-    ],
-    columns: assignment_columns![col("status", Text)],
-};
+table! {
+    pub OBJECTS_KEYWORDS_KEYWORD: Target.objects_keywords_keyword
+        partition(keyword_id: Text, bucket: Int)
+        clustering(top_level_category_id: Text Asc, ddb_id: Text Asc, creator: Text Asc)
+        columns = assignment_columns![col("status", Text)]
+}
 
-pub static OBJECTS_KEYWORDS_CREATORS_WITH_STATUS: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "objects_keywords_creators_with_status",
-    partition_key: &[col("top_level_category_id", Text), col("bucket", Int)],
-    clustering: &[
-        (col("status", Text), ASC),
-        (col("creator", Text), ASC),
-        (col("ddb_id", Text), ASC),
-        (col("keyword_id", Text), ASC),
-    ],
-    columns: assignment_columns![],
-};
+table! {
+    pub OBJECTS_KEYWORDS_CREATORS_WITH_STATUS: Target.objects_keywords_creators_with_status
+        partition(top_level_category_id: Text, bucket: Int)
+        clustering(status: Text Asc, creator: Text Asc, ddb_id: Text Asc, keyword_id: Text Asc)
+        columns = assignment_columns![]
+}
 
 /// The query tables, each rebuilt from the base table by `repair-views`.
 pub static VIEWS: &[&Table] = &[
@@ -113,27 +80,21 @@ pub static VIEWS: &[&Table] = &[
     &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
 ];
 
-/// The ddb ids waiting for the reindexer, bucketed by a hash of the id.
-pub static RELEASE_DDBIDS: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "release_ddbids",
-    partition_key: &[col("bucket", Int)],
-    clustering: &[(col("id", Text), ASC)],
-    columns: &[col("enqueued_at", Text)],
-};
+table! {
+    /// The ddb ids waiting for the reindexer, bucketed by a hash of the id.
+    pub RELEASE_DDBIDS: Themes.release_ddbids
+        partition(bucket: Int)
+        clustering(id: Text Asc)
+        columns(enqueued_at: Text)
+}
 
-/// Per portal, the last successful (1) and the last failed (0) release run.
-pub static RELEASE_RUNS: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "release_runs",
-    partition_key: &[col("top_level_category_id", Text)],
-    clustering: &[(col("successful", Int), ASC)],
-    columns: &[
-        col("time", Text),
-        col("published", BigInt),
-        col("message", Text),
-    ],
-};
+table! {
+    /// Per portal, the last successful (1) and the last failed (0) release run.
+    pub RELEASE_RUNS: Themes.release_runs
+        partition(top_level_category_id: Text)
+        clustering(successful: Int Asc)
+        columns(time: Text, published: BigInt, message: Text)
+}
 
 pub static TARGET_TABLES: &[&Table] = &[
     &OBJECTS_KEYWORDS,

@@ -4,44 +4,35 @@
 //! per-reference logs, and the work queue of originals still to process.
 
 use crate::store::ColumnType::{BigInt, Blob, Int, Text};
-use crate::store::{Keyspace, Order, Row, Table, col};
+use crate::store::table;
+use crate::store::{Keyspace, Row, Table, col};
 
-pub static BINARY_REFS: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "binary_refs",
-    partition_key: &[col("reference_id", Text)],
-    clustering: &[],
-    columns: &[
-        col("original_id", Text),
-        col("context", Text),
-        col("created", Text),
-    ],
-};
+table! {
+    pub BINARY_REFS: Binaries.binary_refs
+        partition(reference_id: Text)
+        columns(original_id: Text, context: Text, created: Text)
+}
 
-/// Query table (was the view binaryrefs_context): the references of a context.
-pub static BINARY_REFS_CONTEXT: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "binaryrefs_context",
-    partition_key: &[col("context", Text)],
-    clustering: &[(col("reference_id", Text), Order::Asc)],
-    columns: &[col("original_id", Text)],
-};
+table! {
+    /// Query table (was the view binaryrefs_context): the references of a context.
+    pub BINARY_REFS_CONTEXT: Binaries.binaryrefs_context
+        partition(context: Text)
+        clustering(reference_id: Text Asc)
+        columns(original_id: Text)
+}
 
-/// Query table (was the view binaryrefs_original): who references an original.
-pub static BINARY_REFS_ORIGINAL: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "binaryrefs_original",
-    partition_key: &[col("original_id", Text)],
-    clustering: &[(col("reference_id", Text), Order::Asc)],
-    columns: &[col("context", Text)],
-};
+table! {
+    /// Query table (was the view binaryrefs_original): who references an original.
+    pub BINARY_REFS_ORIGINAL: Binaries.binaryrefs_original
+        partition(original_id: Text)
+        clustering(reference_id: Text Asc)
+        columns(context: Text)
+}
 
-pub static ORIGINALS: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "originals",
-    partition_key: &[col("original_id", Text)],
-    clustering: &[],
-    columns: &[
+table! {
+    pub ORIGINALS: Binaries.originals
+        partition(original_id: Text)
+        columns = &[
         col("last_modified", Text),
         col("e_tag", Text),
         col("mime", Text),
@@ -59,62 +50,52 @@ pub static ORIGINALS: Table = Table {
         col("next_attempt", Text),
         col("error", Text),
         col("touched", Text),
-    ],
-};
+    ]
+}
 
-pub static URLS: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "urls",
-    partition_key: &[col("url", Text)],
-    clustering: &[],
-    columns: &[col("original_id", Text)],
-};
+table! {
+    pub URLS: Binaries.urls
+        partition(url: Text)
+        columns(original_id: Text)
+}
 
-/// Query table (was the view urls_original).
-pub static URLS_ORIGINAL: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "urls_original",
-    partition_key: &[col("original_id", Text)],
-    clustering: &[(col("url", Text), Order::Asc)],
-    columns: &[],
-};
+table! {
+    /// Query table (was the view urls_original).
+    pub URLS_ORIGINAL: Binaries.urls_original
+        partition(original_id: Text)
+        clustering(url: Text Asc)
+}
 
-/// One chunk (≤ 1 MiB) per partition: the seed's `(original_id, part)` key
-/// with both columns in the partition key, so no partition holds a whole file.
-pub static ORIGINALS_DATA: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "originals_data",
-    partition_key: &[col("original_id", Text), col("part", Int)],
-    clustering: &[],
-    columns: &[col("data", Blob)],
-};
+table! {
+    /// One chunk (≤ 1 MiB) per partition: the seed's `(original_id, part)` key
+    /// with both columns in the partition key, so no partition holds a whole file.
+    pub ORIGINALS_DATA: Binaries.originals_data
+        partition(original_id: Text, part: Int)
+        columns(data: Blob)
+}
 
-/// Content checksum (sha256, hex) -> the original holding those bytes.
-pub static ORIGINALS_CHECKSUM: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "originals_checksum",
-    partition_key: &[col("checksum", Text)],
-    clustering: &[],
-    columns: &[col("original_id", Text)],
-};
+table! {
+    /// Content checksum (sha256, hex) -> the original holding those bytes.
+    pub ORIGINALS_CHECKSUM: Binaries.originals_checksum
+        partition(checksum: Text)
+        columns(original_id: Text)
+}
 
-pub static LOGS: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "logs",
-    partition_key: &[col("reference_id", Text)],
-    clustering: &[(col("timestamp", Text), Order::Asc)],
-    columns: &[col("message", Text)],
-};
+table! {
+    pub LOGS: Binaries.logs
+        partition(reference_id: Text)
+        clustering(timestamp: Text Asc)
+        columns(message: Text)
+}
 
-/// Originals waiting for work (download, derivatives, collection), bucketed by
-/// a hash of the id; every instance's worker reads it and claims with an LWT.
-pub static PENDING_ORIGINALS: Table = Table {
-    keyspace: Keyspace::Binaries,
-    name: "pending_originals",
-    partition_key: &[col("bucket", Int)],
-    clustering: &[(col("original_id", Text), Order::Asc)],
-    columns: &[col("due", Text)],
-};
+table! {
+    /// Originals waiting for work (download, derivatives, collection), bucketed by
+    /// a hash of the id; every instance's worker reads it and claims with an LWT.
+    pub PENDING_ORIGINALS: Binaries.pending_originals
+        partition(bucket: Int)
+        clustering(original_id: Text Asc)
+        columns(due: Text)
+}
 
 macro_rules! scaled {
     ($name:ident, $table:literal) => {

@@ -8,9 +8,10 @@ use time::OffsetDateTime;
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
 
-use crate::store::ColumnType::{BigInt, Boolean, Int, Text, TextList};
+use crate::store::ColumnType::Text;
 use crate::store::buckets::bucket_of;
-use crate::store::{Keyspace, Order, Row, Table, Value, col};
+use crate::store::table;
+use crate::store::{Order, Row, Table, Value, col};
 
 const ASC: Order = Order::Asc;
 
@@ -21,144 +22,96 @@ const LINK_KEY: &[(crate::store::Column, Order)] = &[
     (col("proto", Text), ASC),
 ];
 
-/// Every fetch of a link, plus its first sighting (`time` = the epoch):
-/// `((dom, bucket), subdom, path, proto, time)`, bucketed by the link.
-pub static LINKS: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "links",
-    partition_key: &[col("dom", Text), col("bucket", Int)],
-    clustering: &[
-        (col("subdom", Text), ASC),
-        (col("path", Text), ASC),
-        (col("proto", Text), ASC),
-        (col("time", Text), ASC),
-    ],
-    columns: &[
-        col("url", Text),
-        col("stat", Int),
-        col("err", Text),
-        col("robot_ex", Boolean),
-        col("redto_url", Text),
-        col("getnow", Boolean),
-        col("mime", Text),
-        col("fnv", BigInt),
-        col("headers", TextList),
-    ],
-};
+table! {
+    /// Every fetch of a link, plus its first sighting (`time` = the epoch):
+    /// `((dom, bucket), subdom, path, proto, time)`, bucketed by the link.
+    pub LINKS: Crawl.links
+        partition(dom: Text, bucket: Int)
+        clustering(subdom: Text Asc, path: Text Asc, proto: Text Asc, time: Text Asc)
+        columns(
+            url: Text, stat: Int, err: Text, robot_ex: Boolean, redto_url: Text, getnow: Boolean,
+            mime: Text, fnv: BigInt, headers: TextList
+        )
+}
 
-/// Each link's current state, one row per link (the dispatcher's scan of
-/// re-crawls due, without reading the history): `((dom, bucket), subdom, path, proto)`.
-pub static LINK_STATE: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "link_state",
-    partition_key: &[col("dom", Text), col("bucket", Int)],
-    clustering: LINK_KEY,
-    columns: &[
-        col("url", Text),
-        col("last_time", Text),
-        col("stat", Int),
-        col("fnv", BigInt),
-        col("e_tag", Text),
-        col("last_modified", Text),
-        col("getnow", Boolean),
-    ],
-};
+table! {
+    /// Each link's current state, one row per link (the dispatcher's scan of
+    /// re-crawls due, without reading the history): `((dom, bucket), subdom, path, proto)`.
+    pub LINK_STATE: Crawl.link_state
+        partition(dom: Text, bucket: Int)
+        clustering = LINK_KEY
+        columns(
+            url: Text, last_time: Text, stat: Int, fnv: BigInt, e_tag: Text, last_modified: Text,
+            getnow: Boolean
+        )
+}
 
-/// The links wanted as soon as possible (new, re-crawl asked for, or a retry
-/// and when it is due): `((dom, bucket), subdom, path, proto)`.
-pub static GETNOW: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "getnow",
-    partition_key: &[col("dom", Text), col("bucket", Int)],
-    clustering: LINK_KEY,
-    columns: &[col("url", Text), col("due", Text)],
-};
+table! {
+    /// The links wanted as soon as possible (new, re-crawl asked for, or a retry
+    /// and when it is due): `((dom, bucket), subdom, path, proto)`.
+    pub GETNOW: Crawl.getnow
+        partition(dom: Text, bucket: Int)
+        clustering = LINK_KEY
+        columns(url: Text, due: Text)
+}
 
-/// The links handed to the fetcher of a domain (at most [`SEGMENT`]):
-/// `((dom), subdom, path, proto)`.
-pub static SEGMENTS: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "segments",
-    partition_key: &[col("dom", Text)],
-    clustering: LINK_KEY,
-    columns: &[
-        col("url", Text),
-        col("time", Text),
-        col("e_tag", Text),
-        col("last_modified", Text),
-    ],
-};
+table! {
+    /// The links handed to the fetcher of a domain (at most [`SEGMENT`]):
+    /// `((dom), subdom, path, proto)`.
+    pub SEGMENTS: Crawl.segments
+        partition(dom: Text)
+        clustering = LINK_KEY
+        columns(url: Text, time: Text, e_tag: Text, last_modified: Text)
+}
 
-/// One row per domain: priority, claim, dispatch, exclusion, counts, and its state.
-pub static DOMAIN_INFO: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "domain_info",
-    partition_key: &[col("dom", Text)],
-    clustering: &[],
-    columns: &[
-        col("priority", Int),
-        col("claim_tok", Text),
-        col("claim_time", Text),
-        col("dispatched", Boolean),
-        col("excluded", Boolean),
-        col("exclude_reason", Text),
-        col("tot_links", Int),
-        col("uncrawled_links", Int),
-        col("queued_links", Int),
-        col("last_dispatch", Text),
-        col("last_empty_dispatch", Text),
-        col("state", Text),
-        col("dispatch_tok", Text),
-        col("dispatch_time", Text),
-        col("more", Boolean),
-        col("wake_at", Text),
-        col("scan_cursor", Text),
-        col("version", BigInt),
-    ],
-};
+table! {
+    /// One row per domain: priority, claim, dispatch, exclusion, counts, and its state.
+    pub DOMAIN_INFO: Crawl.domain_info
+        partition(dom: Text)
+        columns(
+            priority: Int, claim_tok: Text, claim_time: Text, dispatched: Boolean,
+            excluded: Boolean, exclude_reason: Text, tot_links: Int, uncrawled_links: Int,
+            queued_links: Int, last_dispatch: Text, last_empty_dispatch: Text, state: Text,
+            dispatch_tok: Text, dispatch_time: Text, more: Boolean, wake_at: Text,
+            scan_cursor: Text, version: BigInt
+        )
+}
 
-/// The query table that replaces walker's indexes on claim_tok, priority and
-/// dispatched: the domains in each state, by priority:
-/// `((state, priority), dom, version)`. A row is valid while its version is
-/// the domain row's; each state change writes a row of the next version
-/// first (so a domain is never missing from its state), and removes the
-/// row of the version it left after.
-pub static DOMAINS_BY_STATE: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "domains_by_state",
-    partition_key: &[col("state", Text), col("priority", Int)],
-    clustering: &[(col("dom", Text), ASC), (col("version", BigInt), ASC)],
-    columns: &[col("wake_at", Text), col("since", Text)],
-};
+table! {
+    /// The query table that replaces walker's indexes on claim_tok, priority and
+    /// dispatched: the domains in each state, by priority:
+    /// `((state, priority), dom, version)`. A row is valid while its version is
+    /// the domain row's; each state change writes a row of the next version
+    /// first (so a domain is never missing from its state), and removes the
+    /// row of the version it left after.
+    pub DOMAINS_BY_STATE: Crawl.domains_by_state
+        partition(state: Text, priority: Int)
+        clustering(dom: Text Asc, version: BigInt Asc)
+        columns(wake_at: Text, since: Text)
+}
 
-/// The live fetchers, each row written with a TTL and refreshed.
-pub static ACTIVE_FETCHERS: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "active_fetchers",
-    partition_key: &[col("tok", Text)],
-    clustering: &[],
-    columns: &[col("started", Text), col("host", Text)],
-};
+table! {
+    /// The live fetchers, each row written with a TTL and refreshed.
+    pub ACTIVE_FETCHERS: Crawl.active_fetchers
+        partition(tok: Text)
+        columns(started: Text, host: Text)
+}
 
-/// When the next request to a domain may go out (ms since the epoch), written
-/// by its one fetcher before each request, so a fetcher that takes over keeps
-/// the spacing.
-pub static DOMAIN_COUNTERS: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "domain_counters",
-    partition_key: &[col("dom", Text)],
-    clustering: &[],
-    columns: &[col("next_crawl", BigInt)],
-};
+table! {
+    /// When the next request to a domain may go out (ms since the epoch), written
+    /// by its one fetcher before each request, so a fetcher that takes over keeps
+    /// the spacing.
+    pub DOMAIN_COUNTERS: Crawl.domain_counters
+        partition(dom: Text)
+        columns(next_crawl: BigInt)
+}
 
-/// Layout constants stored with the data (checked at start-up).
-pub static WALKER_GLOBALS: Table = Table {
-    keyspace: Keyspace::Crawl,
-    name: "walker_globals",
-    partition_key: &[col("key", Text)],
-    clustering: &[],
-    columns: &[col("val", Int)],
-};
+table! {
+    /// Layout constants stored with the data (checked at start-up).
+    pub WALKER_GLOBALS: Crawl.walker_globals
+        partition(key: Text)
+        columns(val: Int)
+}
 
 pub static TABLES: &[&Table] = &[
     &LINKS,

@@ -6,100 +6,75 @@
 
 use serde::Serialize;
 
-use crate::store::ColumnType::{BigInt, Boolean, Double, Int, Text, TextList};
-use crate::store::{Keyspace, Order, Row, Table, col};
+use crate::store::table;
+use crate::store::{Row, Table};
 
-const ASC: Order = Order::Asc;
+table! {
+    /// One page's suggestions of one dataset: the public key `((wiki, page_id), id, image)`,
+    /// `id` being the dataset.
+    pub SUGGESTIONS: Suggestions.suggestions
+        partition(wiki: Text, page_id: Int)
+        clustering(id: Text Asc, image: Text Asc)
+        columns(
+            origin_wiki: Text, confidence: Double, found_on: TextList, kind: TextList,
+            page_rev: Int, section_heading: Text, section_index: Int, page_qid: Text
+        )
+}
 
-/// One page's suggestions of one dataset: the public key `((wiki, page_id), id, image)`,
-/// `id` being the dataset.
-pub static SUGGESTIONS: Table = Table {
-    keyspace: Keyspace::Suggestions,
-    name: "suggestions",
-    partition_key: &[col("wiki", Text), col("page_id", Int)],
-    clustering: &[(col("id", Text), ASC), (col("image", Text), ASC)],
-    columns: &[
-        col("origin_wiki", Text),
-        col("confidence", Double),
-        col("found_on", TextList),
-        col("kind", TextList),
-        col("page_rev", Int),
-        col("section_heading", Text),
-        col("section_index", Int),
-        col("page_qid", Text),
-    ],
-};
+table! {
+    /// Editors' feedback, independent of datasets: one verdict per user and
+    /// image, `((wiki, page_id), filename, user_name)`, the latest replacing the
+    /// one before (the public schema's `feedback` kept every verdict under its
+    /// timeuuid, so one user's repeats could grow a page without bound).
+    pub FEEDBACK: Suggestions.user_feedback
+        partition(wiki: Text, page_id: Int)
+        clustering(filename: Text Asc, user_name: Text Asc)
+        columns(
+            id: Text, origin_wiki: Text, is_accepted: Boolean, is_rejected: Boolean,
+            rejection_reasons: TextList
+        )
+}
 
-/// Editors' feedback, independent of datasets: one verdict per user and
-/// image, `((wiki, page_id), filename, user_name)`, the latest replacing the
-/// one before (the public schema's `feedback` kept every verdict under its
-/// timeuuid, so one user's repeats could grow a page without bound).
-pub static FEEDBACK: Table = Table {
-    keyspace: Keyspace::Suggestions,
-    name: "user_feedback",
-    partition_key: &[col("wiki", Text), col("page_id", Int)],
-    clustering: &[(col("filename", Text), ASC), (col("user_name", Text), ASC)],
-    columns: &[
-        col("id", Text),
-        col("origin_wiki", Text),
-        col("is_accepted", Boolean),
-        col("is_rejected", Boolean),
-        col("rejection_reasons", TextList),
-    ],
-};
+table! {
+    /// Title -> page id, per dataset: `((wiki, title), id)`.
+    pub TITLE_CACHE: Suggestions.title_cache
+        partition(wiki: Text, title: Text)
+        clustering(id: Text Asc)
+        columns(page_id: Int, page_rev: Int)
+}
 
-/// Title -> page id, per dataset: `((wiki, title), id)`.
-pub static TITLE_CACHE: Table = Table {
-    keyspace: Keyspace::Suggestions,
-    name: "title_cache",
-    partition_key: &[col("wiki", Text), col("title", Text)],
-    clustering: &[(col("id", Text), ASC)],
-    columns: &[col("page_id", Int), col("page_rev", Int)],
-};
+table! {
+    /// Page id -> the Wikidata classes of its item, per dataset: `((wiki, page_id), id)`.
+    pub INSTANCEOF_CACHE: Suggestions.instanceof_cache
+        partition(wiki: Text, page_id: Int)
+        clustering(id: Text Asc)
+        columns(page_rev: Int, instance_of: TextList)
+}
 
-/// Page id -> the Wikidata classes of its item, per dataset: `((wiki, page_id), id)`.
-pub static INSTANCEOF_CACHE: Table = Table {
-    keyspace: Keyspace::Suggestions,
-    name: "instanceof_cache",
-    partition_key: &[col("wiki", Text), col("page_id", Int)],
-    clustering: &[(col("id", Text), ASC)],
-    columns: &[col("page_rev", Int), col("instance_of", TextList)],
-};
+table! {
+    /// The registry: every dataset of a wiki.
+    pub DATASETS: Suggestions.datasets
+        partition(wiki: Text)
+        clustering(id: Text Asc)
+        columns(
+            state: Text, row_count: BigInt, bad_lines: BigInt, started: Text, finished: Text,
+            heartbeat: Text, source: Text
+        )
+}
 
-/// The registry: every dataset of a wiki.
-pub static DATASETS: Table = Table {
-    keyspace: Keyspace::Suggestions,
-    name: "datasets",
-    partition_key: &[col("wiki", Text)],
-    clustering: &[(col("id", Text), ASC)],
-    columns: &[
-        col("state", Text),
-        col("row_count", BigInt),
-        col("bad_lines", BigInt),
-        col("started", Text),
-        col("finished", Text),
-        col("heartbeat", Text),
-        col("source", Text),
-    ],
-};
+table! {
+    /// The one row readers look at: which dataset of a wiki is current.
+    pub CURRENT: Suggestions.current_dataset
+        partition(wiki: Text)
+        columns(id: Text, switched: Text)
+}
 
-/// The one row readers look at: which dataset of a wiki is current.
-pub static CURRENT: Table = Table {
-    keyspace: Keyspace::Suggestions,
-    name: "current_dataset",
-    partition_key: &[col("wiki", Text)],
-    clustering: &[],
-    columns: &[col("id", Text), col("switched", Text)],
-};
-
-/// The keys a dataset wrote, bucketed: `kind` 0 = a page id (decimal), 1 = a title.
-pub static DATASET_KEYS: Table = Table {
-    keyspace: Keyspace::Suggestions,
-    name: "dataset_keys",
-    partition_key: &[col("wiki", Text), col("id", Text), col("bucket", Int)],
-    clustering: &[(col("kind", Int), ASC), (col("item", Text), ASC)],
-    columns: &[],
-};
+table! {
+    /// The keys a dataset wrote, bucketed: `kind` 0 = a page id (decimal), 1 = a title.
+    pub DATASET_KEYS: Suggestions.dataset_keys
+        partition(wiki: Text, id: Text, bucket: Int)
+        clustering(kind: Int Asc, item: Text Asc)
+}
 
 /// Buckets of [`DATASET_KEYS`].
 pub const KEY_BUCKETS: i32 = 16;

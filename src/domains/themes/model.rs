@@ -1,112 +1,76 @@
 //! The themes tables (seed 000 with the changes cql/README.md lists)
 //! and the row structs the domain works with.
 
-use crate::store::ColumnType::{Int, Text, TextList};
-use crate::store::{Keyspace, Order, Row, Table, col};
+use crate::store::table;
+use crate::store::{Row, Table};
 
 /// The constant partition of the small lookup tables (seed 002).
 pub const PORTAL_TYPE: &str = "portal";
 pub const GND_TYPE: &str = "gnd";
 
-pub static CATEGORIES: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "categories",
-    partition_key: &[col("id", Text)],
-    clustering: &[],
-    columns: &[
-        col("parent_id", Text),
-        col("xtree_uri", Text),
-        col("label", Text),
-        col("notation", Text),
-        col("ancestor_ids", TextList),
-    ],
-};
+table! {
+    pub CATEGORIES: Themes.categories
+        partition(id: Text)
+        columns(
+            parent_id: Text, xtree_uri: Text, label: Text, notation: Text, ancestor_ids: TextList
+        )
+}
 
-/// Query table for the children of a category (the seed's view of the same name).
-pub static CATEGORIES_PARENTS: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "categories_parents",
-    partition_key: &[col("parent_id", Text)],
-    clustering: &[(col("id", Text), Order::Asc)],
-    columns: &[
-        col("xtree_uri", Text),
-        col("label", Text),
-        col("notation", Text),
-    ],
-};
+table! {
+    /// Query table for the children of a category (the seed's view of the same name).
+    pub CATEGORIES_PARENTS: Themes.categories_parents
+        partition(parent_id: Text)
+        clustering(id: Text Asc)
+        columns(xtree_uri: Text, label: Text, notation: Text)
+}
 
-/// The top-level categories, in one partition (`type = 'portal'`).
-pub static PORTALS: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "portals",
-    partition_key: &[col("type", Text)],
-    clustering: &[(col("id", Text), Order::Asc)],
-    columns: &[
-        col("xtree_uri", Text),
-        col("label", Text),
-        col("notation", Text),
-    ],
-};
+table! {
+    /// The top-level categories, in one partition (`type = 'portal'`).
+    pub PORTALS: Themes.portals
+        partition(type: Text)
+        clustering(id: Text Asc)
+        columns(xtree_uri: Text, label: Text, notation: Text)
+}
 
-pub static KEYWORDS: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "keywords",
-    partition_key: &[col("id", Text)],
-    clustering: &[],
-    columns: &[
-        col("created_at", Text),
-        col("primary_gnd_uri", Text),
-        col("related_gnd_uris", TextList),
-        col("gnd_entity_id", Text),
-        col("hierarchical_category_ids", TextList),
-        col("category_ids", TextList),
-        col("xtree_uri", Text),
-        col("label", Text),
-        col("synonyms", TextList),
-        col("note", Text),
-    ],
-};
+table! {
+    pub KEYWORDS: Themes.keywords
+        partition(id: Text)
+        columns(
+            created_at: Text, primary_gnd_uri: Text, related_gnd_uris: TextList,
+            gnd_entity_id: Text, hierarchical_category_ids: TextList, category_ids: TextList,
+            xtree_uri: Text, label: Text, synonyms: TextList, note: Text
+        )
+}
 
-/// The keywords directly in a category.
-pub static KEYWORDS_CATEGORIES: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "keywords_categories",
-    partition_key: &[col("category_id", Text)],
-    clustering: &[(col("keyword_id", Text), Order::Asc)],
-    columns: &[],
-};
+table! {
+    /// The keywords directly in a category.
+    pub KEYWORDS_CATEGORIES: Themes.keywords_categories
+        partition(category_id: Text)
+        clustering(keyword_id: Text Asc)
+}
 
-/// The keywords in a category or anywhere below it (the seed's list column as rows).
-pub static KEYWORDS_HIERARCHIES: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "keywords_hierarchies",
-    partition_key: &[col("category_id", Text)],
-    clustering: &[(col("keyword_id", Text), Order::Asc)],
-    columns: &[],
-};
+table! {
+    /// The keywords in a category or anywhere below it (the seed's list column as rows).
+    pub KEYWORDS_HIERARCHIES: Themes.keywords_hierarchies
+        partition(category_id: Text)
+        clustering(keyword_id: Text Asc)
+}
 
-/// The search index: one row per indexed suffix of a normalised label or synonym,
-/// partitioned by portal and the suffix's first two characters.
-pub static KEYWORDS_SEARCH: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "keywords_search",
-    partition_key: &[col("category_id", Text), col("bucket", Text)],
-    clustering: &[
-        (col("kind", Int), Order::Asc),
-        (col("search", Text), Order::Asc),
-        (col("keyword_id", Text), Order::Asc),
-    ],
-    columns: &[],
-};
+table! {
+    /// The search index: one row per indexed suffix of a normalised label or synonym,
+    /// partitioned by portal and the suffix's first two characters.
+    pub KEYWORDS_SEARCH: Themes.keywords_search
+        partition(category_id: Text, bucket: Text)
+        clustering(kind: Int Asc, search: Text Asc, keyword_id: Text Asc)
+}
 
-/// GND entity types, in one partition (`type = 'gnd'`).
-pub static GND_ENTITIES: Table = Table {
-    keyspace: Keyspace::Themes,
-    name: "gnd_entities",
-    partition_key: &[col("type", Text)],
-    clustering: &[(col("id", Text), Order::Asc)],
-    columns: &[col("name", Text), col("description", Text)],
-};
+table! {
+    /// GND entity types, in one partition (`type = 'gnd'`).
+    pub GND_ENTITIES: Themes.gnd_entities
+        partition(type: Text)
+        clustering(id: Text Asc)
+        columns(name: Text, description: Text)
+}
 
 pub static TABLES: &[&Table] = &[
     &CATEGORIES,

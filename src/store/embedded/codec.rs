@@ -381,24 +381,14 @@ pub(super) fn decode(table: &'static Table, key: &[u8], value: &[u8]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ColumnType::*;
-    use crate::store::{Keyspace, col};
+
     use proptest::prelude::*;
 
-    static T: Table = Table {
-        keyspace: Keyspace::Themes,
-        name: "codec_test",
-        partition_key: &[col("id", Text)],
-        clustering: &[],
-        columns: &[
-            col("n", Int),
-            col("b", BigInt),
-            col("d", Double),
-            col("f", Boolean),
-            col("blob", Blob),
-            col("l", TextList),
-        ],
-    };
+    crate::store::table! {
+        T: Themes.codec_test
+            partition(id: Text)
+            columns(n: Int, b: BigInt, d: Double, f: Boolean, blob: Blob, l: TextList)
+    }
 
     fn value() -> impl Strategy<Value = Option<Value>> {
         prop_oneof![

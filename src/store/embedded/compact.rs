@@ -92,17 +92,14 @@ fn copy_table<K: redb::Key + 'static, V: redb::Value + 'static>(
 mod tests {
     use super::*;
     use crate::store::embedded::EmbeddedStore;
-    use crate::store::{
-        ColumnType, Keyspace, Mutation, Order, Row, Slice, Store, Table, Value, col,
-    };
+    use crate::store::{Mutation, Row, Slice, Store, Value};
 
-    static T: Table = Table {
-        keyspace: Keyspace::Themes,
-        name: "compact_test",
-        partition_key: &[col("p", ColumnType::Text)],
-        clustering: &[(col("n", ColumnType::Int), Order::Desc)],
-        columns: &[col("v", ColumnType::Text), col("b", ColumnType::Blob)],
-    };
+    crate::store::table! {
+        T: Themes.compact_test
+            partition(p: Text)
+            clustering(n: Int Desc)
+            columns(v: Text, b: Blob)
+    }
 
     async fn all(store: &EmbeddedStore, p: &str) -> Vec<Row> {
         store

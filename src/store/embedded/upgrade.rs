@@ -123,16 +123,15 @@ fn chunk_expiry(
 mod tests {
     use super::*;
     use crate::store::embedded::EmbeddedStore;
-    use crate::store::{ColumnType, Keyspace, Order, Row, Slice, Store, Table, Value, col};
+    use crate::store::{Order, Row, Slice, Store, Value};
     use redb::ReadableDatabase;
 
-    static T: Table = Table {
-        keyspace: Keyspace::Themes,
-        name: "upgrade_test",
-        partition_key: &[col("p", ColumnType::Text)],
-        clustering: &[(col("n", ColumnType::Int), Order::Desc)],
-        columns: &[col("v", ColumnType::Text)],
-    };
+    crate::store::table! {
+        T: Themes.upgrade_test
+            partition(p: Text)
+            clustering(n: Int Desc)
+            columns(v: Text)
+    }
 
     /// A row's key as the first data files wrote it.
     fn legacy_key(p: &str, n: i32) -> Vec<u8> {

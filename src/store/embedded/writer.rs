@@ -454,17 +454,13 @@ mod tests {
     use std::sync::Arc;
 
     use crate::store::embedded::EmbeddedStore;
-    use crate::store::{
-        Cas, ColumnType, Condition, Keyspace, Mutation, Row, Store, StoreError, Table, Value, col,
-    };
+    use crate::store::{Cas, Condition, Mutation, Row, Store, StoreError, Value};
 
-    static T: Table = Table {
-        keyspace: Keyspace::Themes,
-        name: "writer_test",
-        partition_key: &[col("id", ColumnType::Text)],
-        clustering: &[],
-        columns: &[col("v", ColumnType::Text)],
-    };
+    crate::store::table! {
+        T: Themes.writer_test
+            partition(id: Text)
+            columns(v: Text)
+    }
 
     /// A compare-and-set whose follow-up writes do not validate (a bug)
     /// fails alone: the writes grouped with it in one commit are stored.

@@ -43,47 +43,31 @@ use super::model::{Assignment, AssignmentStatus, ReleaseRun};
 use crate::kernel::Clock;
 use crate::kernel::error::ApiResult;
 use crate::kernel::worker::{Worker, WorkerState, Workers};
-use crate::store::ColumnType::{BigInt, Double, Text};
-use crate::store::{
-    Bound, DynStore, Keyspace, Mutation, Order, Row, Slice, StoreError, Table, col,
-};
+use crate::store::table;
+use crate::store::{Bound, DynStore, Mutation, Row, Slice, StoreError, Table};
 
-/// One minute of events; a partition holds what curators, releases and
-/// import summaries write in a minute (see cql/README.md for the budget).
-pub static ASSIGNMENT_EVENTS: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "assignment_events",
-    partition_key: &[col("minute", BigInt)],
-    clustering: &[(col("id", Text), Order::Asc)],
-    columns: &[
-        col("kind", Text),
-        col("actor", Text),
-        col("top_level_category_id", Text),
-        col("ddb_id", Text),
-        col("keyword_id", Text),
-        col("creator", Text),
-        col("child_category_id", Text),
-        col("status", Text),
-        col("previous_status", Text),
-        col("assignment_type", Text),
-        col("created_at", Text),
-        col("modified_at", Text),
-        col("confidence_value", Double),
-        col("count", BigInt),
-        col("message", Text),
-    ],
-};
+table! {
+    /// One minute of events; a partition holds what curators, releases and
+    /// import summaries write in a minute (see cql/README.md for the budget).
+    pub ASSIGNMENT_EVENTS: Target.assignment_events
+        partition(minute: BigInt)
+        clustering(id: Text Asc)
+        columns(
+            kind: Text, actor: Text, top_level_category_id: Text, ddb_id: Text, keyword_id: Text,
+            creator: Text, child_category_id: Text, status: Text, previous_status: Text,
+            assignment_type: Text, created_at: Text, modified_at: Text, confidence_value: Double,
+            count: BigInt, message: Text
+        )
+}
 
-/// The minutes of `assignment_events` that hold events, an hour per
-/// partition (at most 60 rows), written with every event: a resume lists an
-/// hour's busy minutes in one read instead of reading sixty partitions.
-pub static ASSIGNMENT_EVENT_MINUTES: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "assignment_event_minutes",
-    partition_key: &[col("hour", BigInt)],
-    clustering: &[(col("minute", BigInt), Order::Asc)],
-    columns: &[],
-};
+table! {
+    /// The minutes of `assignment_events` that hold events, an hour per
+    /// partition (at most 60 rows), written with every event: a resume lists an
+    /// hour's busy minutes in one read instead of reading sixty partitions.
+    pub ASSIGNMENT_EVENT_MINUTES: Target.assignment_event_minutes
+        partition(hour: BigInt)
+        clustering(minute: BigInt Asc)
+}
 
 /// The tables of the feed.
 pub static TABLES: &[&Table] = &[
@@ -284,26 +268,17 @@ impl Event {
     }
 }
 
-/// The assignment columns an event row carries, as a table shape that
-/// `Assignment::row` and `from_row` understand (never stored itself).
-static ASSIGNMENT_EVENTS_VIEW: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "assignment_events",
-    partition_key: &[col("top_level_category_id", Text)],
-    clustering: &[
-        (col("ddb_id", Text), Order::Asc),
-        (col("keyword_id", Text), Order::Asc),
-        (col("creator", Text), Order::Asc),
-    ],
-    columns: &[
-        col("child_category_id", Text),
-        col("status", Text),
-        col("assignment_type", Text),
-        col("created_at", Text),
-        col("modified_at", Text),
-        col("confidence_value", Double),
-    ],
-};
+table! {
+    /// The assignment columns an event row carries, as a table shape that
+    /// `Assignment::row` and `from_row` understand (never stored itself).
+    ASSIGNMENT_EVENTS_VIEW: Target.assignment_events
+        partition(top_level_category_id: Text)
+        clustering(ddb_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
+        columns(
+            child_category_id: Text, status: Text, assignment_type: Text, created_at: Text,
+            modified_at: Text, confidence_value: Double
+        )
+}
 
 fn millis_of(id: &str) -> Option<i64> {
     id.split('-').next()?.parse().ok()

@@ -14,28 +14,21 @@ use super::{Change, Events, event_writes, millis_of, minute_of, new_id};
 use crate::domains::assignments::model::{
     Assignment, AssignmentKey, AssignmentStatus, OBJECTS_KEYWORDS,
 };
-use crate::store::ColumnType::{BigInt, Text};
-use crate::store::{Bound, Heal, Keyspace, Mutation, Order, Row, Slice, StoreError, Table, col};
+use crate::store::table;
+use crate::store::{Bound, Heal, Mutation, Row, Slice, StoreError};
 
-/// Changes about to be made, one minute per partition: written before a
-/// change's compare-and-set, deleted in the batch that writes its event. One
-/// still there after its change applied is a lost event, which a drain writes.
-pub static ASSIGNMENT_EVENT_OUTBOX: Table = Table {
-    keyspace: Keyspace::Target,
-    name: "assignment_event_outbox",
-    partition_key: &[col("minute", BigInt)],
-    clustering: &[(col("id", Text), Order::Asc)],
-    columns: &[
-        col("actor", Text),
-        col("top_level_category_id", Text),
-        col("ddb_id", Text),
-        col("keyword_id", Text),
-        col("creator", Text),
-        col("status", Text),
-        col("previous_status", Text),
-        col("modified_at", Text),
-    ],
-};
+table! {
+    /// Changes about to be made, one minute per partition: written before a
+    /// change's compare-and-set, deleted in the batch that writes its event. One
+    /// still there after its change applied is a lost event, which a drain writes.
+    pub ASSIGNMENT_EVENT_OUTBOX: Target.assignment_event_outbox
+        partition(minute: BigInt)
+        clustering(id: Text Asc)
+        columns(
+            actor: Text, top_level_category_id: Text, ddb_id: Text, keyword_id: Text,
+            creator: Text, status: Text, previous_status: Text, modified_at: Text
+        )
+}
 
 /// How far back a drain looks for changes without their event (a restart
 /// after a longer outage leaves older ones out; the intents expire).
