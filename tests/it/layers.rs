@@ -2,7 +2,8 @@
 //! only from the layers below it (kernel <- store <- domains <- api <- edge
 //! <- app), and a domain imports another domain only where ARCHITECTURE.md
 //! allows it. A `crate::` path in code (comments aside) that breaks the rule
-//! fails this test with the file, the line and the path.
+//! fails this test with the file, the line and the path. And the map of
+//! those layers, ARCHITECTURE.md: every path it names exists.
 
 use std::path::{Path, PathBuf};
 
@@ -131,4 +132,95 @@ fn the_layering_rule_catches_an_upward_or_crossing_import() {
         .is_empty()
     );
     assert!(breaches(Path::new("app/mod.rs"), "use crate::edge::AppState;").is_empty());
+}
+
+/// Endings that make a backticked token a repository path.
+const PATH_ENDINGS: &[&str] = &[
+    ".rs", ".sh", ".cql", ".js", ".mjs", ".md", ".graphql", ".toml", ".py",
+];
+
+/// The repository paths `doc` names, as ARCHITECTURE.md's convention says: a
+/// backticked token outside code fences, written from the repository root,
+/// that ends in a file ending of `PATH_ENDINGS` or begins with one of
+/// `root_entries` and a `/`; a `{a,b}` group stands for each. Routes
+/// (`/graphql`), commands (spaces) and placeholders (`<name>`, `*`) are not paths.
+fn named_paths(doc: &str, root_entries: &[String]) -> Vec<String> {
+    let mut fenced = false;
+    let mut found = Vec::new();
+    for line in doc.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        for token in line.split('`').skip(1).step_by(2) {
+            let placeholder = token.starts_with('/')
+                || token.contains(|c: char| c.is_whitespace() || "<>*$".contains(c));
+            let rooted = token
+                .split_once('/')
+                .is_some_and(|(first, _)| root_entries.iter().any(|e| e == first));
+            if !placeholder && (rooted || PATH_ENDINGS.iter().any(|e| token.ends_with(e))) {
+                found.extend(expand_braces(token));
+            }
+        }
+    }
+    found
+}
+
+/// `src/{a,b}.rs` as `src/a.rs` and `src/b.rs` (each group in turn).
+fn expand_braces(path: &str) -> Vec<String> {
+    match (path.find('{'), path.find('}')) {
+        (Some(open), Some(close)) if open < close => path[open + 1..close]
+            .split(',')
+            .flat_map(|alt| expand_braces(&format!("{}{alt}{}", &path[..open], &path[close + 1..])))
+            .collect(),
+        _ => vec![path.to_owned()],
+    }
+}
+
+/// ARCHITECTURE.md is the newcomer's map: a path it names that was moved
+/// or renamed sends them nowhere (issue 31 found some 25 such paths). A path
+/// without an extension may be a Rust module's file (`tests/it/support` is
+/// `support.rs` or `support/`).
+#[test]
+fn every_path_architecture_md_names_exists() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let entries: Vec<String> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let sample = "`src/edge/{auth,sockets}.rs`, `/graphql/ws`, `application/json`, `cargo test --test it`, `src/api/<name>.rs`, `tests/it/support`\n```\n`src/nowhere.rs`\n```\n";
+    assert_eq!(
+        named_paths(sample, &entries),
+        [
+            "src/edge/auth.rs",
+            "src/edge/sockets.rs",
+            "tests/it/support"
+        ]
+    );
+    let doc = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let paths = named_paths(&doc, &entries);
+    assert!(
+        paths.len() > 60,
+        "ARCHITECTURE.md names too few paths ({})",
+        paths.len()
+    );
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| {
+            let at = root.join(p);
+            !at.exists() && (at.extension().is_some() || !at.with_extension("rs").exists())
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md names paths that do not exist (write them from the repository root):\n{}",
+        missing
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 }
