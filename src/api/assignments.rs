@@ -16,6 +16,8 @@ use crate::kernel::page_size;
 /// What the assignments of one object are weighed as (up to
 /// `MAX_PER_OBJECT` are read; the answer's size budget bounds the rest).
 const PER_OBJECT_WEIGHT: usize = 50;
+/// A portal's release runs: the last good and the last failed one.
+const RELEASE_RUNS_WEIGHT: usize = 2;
 
 fn assignments<'a>(ctx: &Context<'a>) -> &'a Assignments {
     ctx.data_unchecked::<Assignments>()
@@ -313,7 +315,7 @@ impl AssignmentsQuery {
     }
 
     /// The portal's last successful and last failed release run.
-    #[graphql(complexity = "cost::list(2, child_complexity)")]
+    #[graphql(complexity = "cost::list(RELEASE_RUNS_WEIGHT, child_complexity)")]
     async fn release_runs(
         &self,
         ctx: &Context<'_>,

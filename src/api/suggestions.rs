@@ -17,6 +17,8 @@ use crate::kernel::roles::Principal;
 const SUGGESTIONS_WEIGHT: usize = 50;
 /// What a suggestion's short lists (wikis, kinds, verdicts) are weighed as.
 const SHORT_LIST_WEIGHT: usize = 10;
+/// A verdict's reasons: at most 20 are kept (the service refuses more).
+const REASONS_WEIGHT: usize = 20;
 use async_graphql::dataloader::DataLoader;
 
 fn service<'a>(ctx: &Context<'a>) -> &'a Suggestions {
@@ -79,7 +81,7 @@ pub struct SuggestionFeedback {
     user_name: String,
     accepted: bool,
     rejected: bool,
-    #[graphql(complexity = "cost::list(20, child_complexity)")]
+    #[graphql(complexity = "cost::list(REASONS_WEIGHT, child_complexity)")]
     rejection_reasons: Vec<String>,
 }
 

@@ -9,6 +9,9 @@ use crate::kernel::roles::Principal;
 #[derive(Default)]
 pub struct ViewerQuery;
 
+/// The roles a token can carry: five at most.
+const ROLES_WEIGHT: usize = 5;
+
 /// The caller of a request, as its bearer token says.
 #[derive(SimpleObject)]
 #[graphql(complex)]
@@ -16,7 +19,7 @@ pub struct Viewer {
     /// The token's subject (its `sub` claim): the creator recorded on writes.
     pub subject: String,
     /// The token's roles (contributor, archive, machine, editor, admin), sorted.
-    #[graphql(complexity = "crate::api::graphql::cost::list(5, child_complexity)")]
+    #[graphql(complexity = "crate::api::graphql::cost::list(ROLES_WEIGHT, child_complexity)")]
     pub roles: Vec<String>,
 }
 

@@ -4,13 +4,14 @@
 
 use async_graphql::{Context, Object, Result, SimpleObject};
 
+use crate::api::caller::caller;
 use crate::api::graphql::budget::Metered;
 use crate::api::graphql::cost;
 use crate::domains::assignments::service::Assignments;
 use crate::domains::binaries::service::Binaries;
 use crate::domains::crawl::service::Crawl;
 use crate::domains::suggestions::service::Suggestions;
-use crate::kernel::roles::{Principal, Role};
+use crate::kernel::roles::Role;
 use crate::kernel::worker::WorkerStatus;
 
 /// One background loop of the process that answers.
@@ -55,7 +56,7 @@ impl WorkersQuery {
         &self,
         ctx: &Context<'_>,
     ) -> Result<Vec<Metered<BackgroundWorker>>> {
-        ctx.data_unchecked::<Principal>().require(Role::Admin)?;
+        caller(ctx).require(Role::Admin)?;
         let mut all = Vec::new();
         if let Ok(b) = ctx.data::<Binaries>() {
             all.extend(b.workers().statuses());
