@@ -4,10 +4,10 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kartei::app::config::{
-    BinaryArgs, Cli, Command, CompactArgs, GcArgs, ImportArgs, ImportAssignmentsArgs,
-    ImportSuggestionsArgs, RecheckArgs, RepairArgs, ServeArgs, StoreArgs, StoreConfig,
-    SuggestionsCommand, TokenArgs,
+    Cli, Command, CompactArgs, ServeArgs, StoreArgs, StoreConfig, SuggestionsCommand, TokenArgs,
 };
+use kartei::app::control;
+use kartei::app::jobs::{self, Console, Input, Job, Refused};
 use kartei::domains::assignments::{self, service::Assignments};
 use kartei::domains::themes::{import, service::Themes};
 use kartei::edge::auth::Auth;
@@ -67,9 +67,13 @@ fn main() -> ExitCode {
     let command = cli
         .command
         .unwrap_or_else(|| Command::Serve(ServeDefaults::parse_from(["kartei"]).args));
-    match runtime.block_on(run(command)) {
+    let result = runtime.block_on(run(command));
+    // A read of stdin still waiting on a blocking thread (a cancelled
+    // hand-over) must not keep the process.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    match result {
         Ok(code) => code,
-        Err(e) if e.is::<Usage>() => {
+        Err(e) if e.is::<Usage>() || e.is::<Refused>() => {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
@@ -86,21 +90,120 @@ async fn open_store(config: &StoreConfig) -> anyhow::Result<DynStore> {
     if config.cassandra.is_none() {
         kartei::store::embedded::check_data_dir(&config.data_dir).map_err(usage)?;
     }
-    kartei::store::open(config, kartei::tables()[0]).await
+    kartei::store::open(config, kartei::tables()[0])
+        .await
+        .map_err(|e| in_use(e, &config.data_dir))
+}
+
+/// The store file is open in another process: says so in words, naming the
+/// server when it is one.
+fn in_use(e: anyhow::Error, dir: &std::path::Path) -> anyhow::Error {
+    if !matches!(
+        e.downcast_ref::<kartei::store::StoreError>(),
+        Some(kartei::store::StoreError::InUse(_))
+    ) {
+        return e;
+    }
+    usage(match control::holder(dir) {
+        Some(h) => format!(
+            "the data directory {} is served by kartei (pid {}, http://{}); stop that server first, or give this one its own --data-dir",
+            dir.display(),
+            h.pid,
+            h.listen
+        ),
+        None => format!(
+            "the data directory {} is in use by another kartei command; wait until it ends (or stop it), then run this again",
+            dir.display()
+        ),
+    })
+}
+
+/// Runs a batch job: handed to the server that holds the embedded data
+/// directory, if one runs, else here on the store the flags name.
+async fn batch(job: Job, store: &StoreArgs, input: Option<Input>) -> anyhow::Result<ExitCode> {
+    if let Some(path) = input.as_ref().and_then(|i| i.path.as_ref()) {
+        std::fs::metadata(path)
+            .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+    }
+    let config = StoreConfig::from(store);
+    if config.cassandra.is_none()
+        && let Some(server) = control::holder(&config.data_dir)
+    {
+        eprintln!(
+            "{}: handed to the server that holds {} (pid {}, http://{})",
+            job.name(),
+            config.data_dir.display(),
+            server.pid,
+            server.listen
+        );
+        let code = control::hand_over(&server, &job, input.as_ref()).await?;
+        return Ok(ExitCode::from(code));
+    }
+    let store = open_store(&config).await?;
+    let code = jobs::run(job, store, input, &mut Console::terminal()).await?;
+    Ok(ExitCode::from(code))
 }
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve(args) => serve(args).await,
         Command::Migrate(args) => migrate(args).await,
-        Command::ImportVocabulary(args) => import_vocabulary(args).await,
-        Command::ImportAssignments(args) => import_assignments(args).await,
-        Command::RepairViews(args) => repair_views(args).await,
-        Command::GcBinaries(args) => gc_binaries(args).await,
-        Command::RecheckBinaries(args) => recheck_binaries(args).await,
+        Command::ImportVocabulary(a) => {
+            let job = Job::ImportVocabulary {
+                concurrency: a.concurrency,
+                max_category_depth: a.vocabulary.max_category_depth.into(),
+            };
+            batch(job, &a.store, Some(Input::from_arg(&a.file))).await
+        }
+        Command::ImportAssignments(a) => {
+            let job = Job::ImportAssignments {
+                creator: a.creator,
+                concurrency: a.concurrency,
+            };
+            batch(job, &a.store, Some(Input::from_arg(&a.file))).await
+        }
+        Command::ImportSuggestions(a) => {
+            let job = Job::ImportSuggestions {
+                wiki: a.wiki,
+                max_errors: a.max_errors,
+                keep: a.keep,
+                concurrency: a.concurrency,
+                dead_after: a.dead_after,
+            };
+            batch(job, &a.store, Some(Input::from_arg(&a.file))).await
+        }
+        Command::RepairViews(a) => {
+            let job = Job::RepairViews {
+                check: a.check,
+                portal: a.portal,
+            };
+            batch(job, &a.store, None).await
+        }
+        Command::GcBinaries(a) => {
+            let job = Job::GcBinaries {
+                gc_grace: a.gc_grace,
+            };
+            batch(job, &a.store, None).await
+        }
+        Command::RecheckBinaries(a) => batch(Job::RecheckBinaries, &a.store, None).await,
+        Command::Suggestions(cmd) => {
+            let (job, store) = match cmd {
+                SuggestionsCommand::List(a) => (Job::SuggestionsList { wiki: a.wiki }, a.store),
+                SuggestionsCommand::Rollback(a) => {
+                    (Job::SuggestionsRollback { wiki: a.wiki }, a.store)
+                }
+                SuggestionsCommand::Purge(a) => (
+                    Job::SuggestionsPurge {
+                        wiki: a.wiki,
+                        keep: a.keep,
+                        dead_after: a.dead_after,
+                    },
+                    a.store,
+                ),
+            };
+            batch(job, &store, None).await
+        }
         Command::Compact(args) => compact(args),
-        Command::ImportSuggestions(args) => import_suggestions(args).await,
-        Command::Suggestions(cmd) => suggestions(cmd).await,
         Command::Token(args) => token(args),
         Command::Schema => {
             print!("{}", kartei::api::schema::sdl());
@@ -119,6 +222,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     if embedded {
         kartei::store::embedded::check_data_dir(&config.data_dir).map_err(usage)?;
+        if let Some(h) = control::holder(&config.data_dir) {
+            return Err(usage(format!(
+                "the data directory {} is served already by kartei (pid {}, http://{}); stop that server first, or give this one its own --data-dir",
+                config.data_dir.display(),
+                h.pid,
+                h.listen
+            )));
+        }
     }
     let auth = Auth::from_args(&args.auth, embedded.then_some(config.data_dir.as_path()))
         .map_err(|e| usage(e.to_string()))?;
@@ -186,6 +297,21 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| usage(format!("cannot listen on {}: {e}", args.listen)))?;
     // The bound address, so that `--listen 127.0.0.1:0` says which port it got.
     let bound = listener.local_addr().unwrap_or(args.listen);
+    // Batch commands on this data directory hand their jobs over to this
+    // process (app::control); without the socket they say the store is in use.
+    let control = if embedded {
+        match control::Control::start(&config.data_dir, &bound.to_string(), app.store.clone()).await
+        {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(error = %e, "no control socket: batch commands on this data directory cannot run beside the server");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    // Said once everything that answers is up (tests and scripts wait for it).
     eprintln!(
         "kartei serves on http://{bound} (GraphiQL: http://{bound}/graphiql, store: {})",
         if embedded {
@@ -206,6 +332,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             .map(|w| w.stop(std::time::Duration::from_secs(10))),
     )
     .await;
+    drop(control);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -238,221 +365,13 @@ async fn migrate(args: StoreArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn import_vocabulary(args: ImportArgs) -> anyhow::Result<ExitCode> {
-    let file = std::fs::File::open(&args.file)
-        .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
-    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let themes =
-        Themes::new(store).with_max_category_depth(args.vocabulary.max_category_depth.into());
-    let report = import::import(&themes, std::io::BufReader::new(file), args.concurrency).await?;
-    Ok(import_outcome(
-        &args.file,
-        &report.errors,
-        &report.summary(),
-    ))
-}
-
-async fn import_assignments(args: ImportAssignmentsArgs) -> anyhow::Result<ExitCode> {
-    let file = std::fs::File::open(&args.file)
-        .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
-    let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
-    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let service = Assignments::new(store);
-    let report = assignments::import::import(
-        &service,
-        &args.creator,
-        std::io::BufReader::new(file),
-        size,
-        args.concurrency,
-    )
-    .await?;
-    let outcome = import_outcome(&args.file, &report.errors, &report.summary());
-    if let Some(why) = &report.stopped {
-        eprintln!(
-            "error: the import stopped {why}. What came before is written; run the same command again once that is fixed (rows already present are skipped)."
-        );
-        return Ok(ExitCode::FAILURE);
-    }
-    Ok(outcome)
-}
-
-/// Prints the bad lines kept, `file:line: reason`, and how many more there were.
-fn print_bad_lines(file: &std::path::Path, errors: &kartei::kernel::ndjson::BadLines) {
-    for (line, msg) in errors.iter() {
-        eprintln!("{}:{line}: {msg}", file.display());
-    }
-    if errors.dropped() > 0 {
-        eprintln!("... and {} more bad lines", errors.dropped());
-    }
-}
-
-/// Prints an importer's line-numbered errors and summary; exit 1 if any line failed.
-fn import_outcome(
-    file: &std::path::Path,
-    errors: &kartei::kernel::ndjson::BadLines,
-    summary: &str,
-) -> ExitCode {
-    print_bad_lines(file, errors);
-    eprintln!("{summary}");
-    if errors.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-async fn repair_views(args: RepairArgs) -> anyhow::Result<ExitCode> {
-    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let report =
-        assignments::repair::repair_views(&store, !args.check, args.portal.as_deref()).await?;
-    println!("{}", report.summary());
-    Ok(if args.check && report.differences() > 0 {
-        ExitCode::FAILURE
-    } else {
-        ExitCode::SUCCESS
-    })
-}
-
-async fn gc_binaries(args: GcArgs) -> anyhow::Result<ExitCode> {
-    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let binaries = kartei::app::binaries(
-        &BinaryArgs {
-            gc_grace: args.gc_grace,
-            ..Default::default()
-        },
-        store,
-    )?;
-    let report = binaries
-        .collect_garbage()
-        .await
-        .map_err(|e| anyhow::anyhow!(e.message()))?;
-    println!(
-        "{} originals checked, {} removed",
-        report.checked, report.removed
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn recheck_binaries(args: RecheckArgs) -> anyhow::Result<ExitCode> {
-    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let binary_args = kartei::app::config::BinaryArgs::default();
-    let binaries = kartei::app::binaries(&binary_args, store.clone())?;
-    let crawl = kartei::app::crawl(
-        &kartei::app::config::CrawlArgs::default(),
-        &binary_args,
-        store,
-        binaries,
-    )?;
-    let n = crawl
-        .mark_all_due()
-        .await
-        .map_err(|e| anyhow::anyhow!(e.message()))?;
-    println!("{n} links are due now; a running server's crawler re-fetches them");
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn import_suggestions(args: ImportSuggestionsArgs) -> anyhow::Result<ExitCode> {
-    use kartei::domains::suggestions::import::{ImportOptions, import};
-    let (input, size, source): (Box<dyn std::io::Read + Send>, usize, String) =
-        if args.file.as_os_str() == "-" {
-            (Box::new(std::io::stdin()), 0, "stdin".into())
-        } else {
-            let file = std::fs::File::open(&args.file)
-                .map_err(|e| usage(format!("cannot read {}: {e}", args.file.display())))?;
-            let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
-            let name = args
-                .file
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            (Box::new(file), size, name)
-        };
-    let store: DynStore = open_store(&StoreConfig::from(&args.store)).await?;
-    let service = kartei::domains::suggestions::service::Suggestions::new(store)
-        .with_dead_after(args.dead_after);
-    let who = kartei::kernel::roles::Principal::local(
-        "import-suggestions",
-        &[kartei::kernel::roles::Role::Machine],
-    );
-    let report = import(
-        &service,
-        &who,
-        input,
-        ImportOptions {
-            wiki: args.wiki.clone(),
-            source: Some(source),
-            max_errors: args.max_errors,
-            keep: args.keep,
-            concurrency: args.concurrency,
-            size,
-        },
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!(e.message()))?;
-    print_bad_lines(&args.file, &report.errors);
-    eprintln!("{}", report.summary());
-    Ok(if report.published {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
-}
-
-async fn suggestions(cmd: SuggestionsCommand) -> anyhow::Result<ExitCode> {
-    let admin = kartei::kernel::roles::Principal::local(
-        "suggestions",
-        &[kartei::kernel::roles::Role::Admin],
-    );
-    let store_args = match &cmd {
-        SuggestionsCommand::List(a) | SuggestionsCommand::Rollback(a) => &a.store,
-        SuggestionsCommand::Purge(a) => &a.store,
-    };
-    let store: DynStore = open_store(&StoreConfig::from(store_args)).await?;
-    let dead_after = match &cmd {
-        SuggestionsCommand::Purge(a) => a.dead_after,
-        _ => kartei::domains::suggestions::service::DEAD_AFTER_SECS,
-    };
-    let service =
-        kartei::domains::suggestions::service::Suggestions::new(store).with_dead_after(dead_after);
-    let fail = |e: kartei::kernel::error::ApiError| anyhow::anyhow!(e.message());
-    match cmd {
-        SuggestionsCommand::List(a) => {
-            let current = service.current(&a.wiki).await.map_err(fail)?;
-            println!("dataset\tstate\trows\tbad lines\tstarted\tfinished\tsource");
-            for d in service.datasets(&a.wiki).await.map_err(fail)? {
-                let mark = if current.as_deref() == Some(d.id.as_str()) {
-                    " (current)"
-                } else {
-                    ""
-                };
-                println!(
-                    "{}{mark}\t{}\t{}\t{}\t{}\t{}\t{}",
-                    d.id,
-                    d.state.as_str(),
-                    d.rows,
-                    d.bad_lines,
-                    d.started,
-                    d.finished.unwrap_or_default(),
-                    d.source.unwrap_or_default()
-                );
-            }
-        }
-        SuggestionsCommand::Rollback(a) => {
-            let d = service.rollback(&admin, &a.wiki).await.map_err(fail)?;
-            println!(
-                "{}: current dataset is now {} (started {})",
-                a.wiki, d.id, d.started
-            );
-        }
-        SuggestionsCommand::Purge(a) => {
-            let purged = service.purge(&admin, &a.wiki, a.keep).await.map_err(fail)?;
-            println!("{}: {} datasets purged {:?}", a.wiki, purged.len(), purged);
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 fn compact(args: CompactArgs) -> anyhow::Result<ExitCode> {
+    if let Some(h) = control::holder(&args.data_dir) {
+        return Err(usage(format!(
+            "compact needs the data directory to itself, and kartei serves it (pid {}, http://{}): stop that server, run compact, then start it again",
+            h.pid, h.listen
+        )));
+    }
     let (before, after) = kartei::store::embedded::compact(&args.data_dir)
         .map_err(|e| usage(format!("cannot compact {}: {e}", args.data_dir.display())))?;
     println!(

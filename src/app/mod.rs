@@ -5,6 +5,8 @@
 //! their flags, which the command line uses too.
 
 pub mod config;
+pub mod control;
+pub mod jobs;
 
 use std::sync::Arc;
 use std::time::Duration;

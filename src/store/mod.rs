@@ -286,6 +286,10 @@ pub enum StoreError {
     Full(String),
     #[error("store failure: {0}")]
     Internal(String),
+    /// The embedded store's file is open in another process (one process
+    /// at a time: a server hands batch jobs over instead, `app::control`).
+    #[error("the store file {0} is open in another kartei process")]
+    InUse(String),
 }
 
 /// The table API every domain talks to (ARCHITECTURE.md, "How a request flows").
@@ -553,7 +557,7 @@ impl From<StoreError> for crate::kernel::error::ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::BadCursor => crate::kernel::error::ApiError::BadCursor,
-            StoreError::Unavailable(msg) => {
+            StoreError::Unavailable(msg) | StoreError::InUse(msg) => {
                 tracing::error!(error = %msg, "store unavailable");
                 crate::kernel::error::ApiError::Unavailable
             }

@@ -67,7 +67,12 @@ impl Db {
         let db = redb::Builder::new()
             .set_cache_size(cache_bytes)
             .create(path)
-            .map_err(db_err)?;
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => {
+                    StoreError::InUse(path.display().to_string())
+                }
+                e => db_err(e),
+            })?;
         let txn = db.begin_write().map_err(db_err)?;
         txn.open_table(ROWS).map_err(db_err)?;
         txn.open_table(EXPIRY).map_err(db_err)?;

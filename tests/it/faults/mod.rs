@@ -6,6 +6,7 @@
 //! These tests drive the real `kartei` binary as separate processes, so that
 //! SIGKILL hits exactly what a crash would.
 
+mod beside_a_server;
 mod disk;
 mod importers;
 mod server_killed;

@@ -1,0 +1,483 @@
+//! The hand-over of batch commands to the server that holds an embedded
+//! data directory. The embedded store is one file that one process opens; a
+//! server serving it keeps a control socket beside it (`kartei.sock`, owner
+//! only) and says who it is in `kartei.server` (its process id and address).
+//! A batch command run on the same data directory finds that file, streams
+//! its input over the socket, and prints what the job says as it would have
+//! printed it itself; the job runs inside the server on the server's store
+//! ([`super::jobs::run`], the same code). The input is spooled to a file in
+//! the data directory first, so neither side holds it in memory. When the
+//! command goes away (Ctrl-C, killed), the job is stopped like a killed
+//! command: a dataset import that did not finish is never made current.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use base64::Engine as _;
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+
+use super::jobs::{self, Console, Input, Job, Refused, Stream};
+use crate::store::DynStore;
+
+/// The file a serving process names itself in.
+pub const SERVER_FILE: &str = "kartei.server";
+/// The control socket's file.
+pub const SOCKET_FILE: &str = "kartei.sock";
+/// Where inputs are spooled while they arrive.
+const SPOOL_DIR: &str = "jobs";
+/// The header that carries the job (base64 of its JSON).
+const JOB_HEADER: &str = "kartei-job";
+/// The header that carries the input's name, as the operator typed it (base64).
+const INPUT_HEADER: &str = "kartei-input";
+/// How often a running job's answer says it is alive (so a command that
+/// went away is noticed within about this long).
+const ALIVE_EVERY: Duration = Duration::from_secs(1);
+
+/// The server holding a data directory, as its `kartei.server` says.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    /// The HTTP address it serves on.
+    pub listen: String,
+    pub socket: PathBuf,
+    pub started: String,
+}
+
+/// The server that holds `dir`, if one runs: a file left by a process that
+/// is gone, or whose socket does not answer (its process id taken by
+/// another process since), is ignored.
+pub fn holder(dir: &Path) -> Option<Holder> {
+    let text = std::fs::read_to_string(dir.join(SERVER_FILE)).ok()?;
+    let holder: Holder = serde_json::from_str(&text).ok()?;
+    (alive(holder.pid) && answers(&holder.socket)).then_some(holder)
+}
+
+#[cfg(unix)]
+fn answers(socket: &Path) -> bool {
+    std::os::unix::net::UnixStream::connect(socket).is_ok()
+}
+
+#[cfg(not(unix))]
+fn answers(_socket: &Path) -> bool {
+    false
+}
+
+#[cfg(unix)]
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: signal 0 only asks whether the process exists; nothing is sent.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+#[cfg(not(unix))]
+fn alive(_pid: u32) -> bool {
+    false
+}
+
+/// A server's control socket; dropping it removes the socket and the
+/// server file.
+pub struct Control {
+    dir: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Control {
+    /// Opens `kartei.sock` (owner only) in `dir` and names this process in
+    /// `kartei.server`, serving on `listen`.
+    #[cfg(unix)]
+    pub async fn start(dir: &Path, listen: &str, store: DynStore) -> anyhow::Result<Control> {
+        use std::os::unix::fs::PermissionsExt;
+        let socket = dir.join(SOCKET_FILE);
+        // A socket left by a process that is gone (its server file names no
+        // live process: `serve` checked that before opening the store).
+        match std::fs::remove_file(&socket) {
+            Err(e) if e.kind() != ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        let listener = tokio::net::UnixListener::bind(&socket)
+            .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", socket.display()))?;
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600))?;
+        let spool = dir.join(SPOOL_DIR);
+        // Inputs of jobs a stopped server was receiving.
+        let _ = std::fs::remove_dir_all(&spool);
+        std::fs::create_dir_all(&spool)?;
+        std::fs::set_permissions(&spool, std::fs::Permissions::from_mode(0o700))?;
+        let holder = Holder {
+            pid: std::process::id(),
+            listen: listen.to_owned(),
+            socket: socket.clone(),
+            started: crate::kernel::Clock::system().rfc3339(),
+        };
+        let file = dir.join(SERVER_FILE);
+        let temp = dir.join(format!("{SERVER_FILE}.tmp"));
+        std::fs::write(&temp, serde_json::to_vec_pretty(&holder)?)?;
+        std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&temp, &file)?;
+        let state = Arc::new(Served {
+            store,
+            spool,
+            next: std::sync::atomic::AtomicU64::new(1),
+        });
+        let router = axum::Router::new()
+            .route("/jobs", post(run_job))
+            .with_state(state);
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                tracing::warn!(error = %e, "the control socket stopped");
+            }
+        });
+        Ok(Control {
+            dir: dir.to_owned(),
+            task,
+        })
+    }
+
+    #[cfg(not(unix))]
+    pub async fn start(_dir: &Path, _listen: &str, _store: DynStore) -> anyhow::Result<Control> {
+        anyhow::bail!("a control socket needs a Unix system")
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        self.task.abort();
+        // Only this process's own file.
+        let mine = std::fs::read_to_string(self.dir.join(SERVER_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_str::<Holder>(&t).ok())
+            .is_some_and(|h| h.pid == std::process::id());
+        if mine {
+            let _ = std::fs::remove_file(self.dir.join(SERVER_FILE));
+            let _ = std::fs::remove_file(self.dir.join(SOCKET_FILE));
+        }
+    }
+}
+
+struct Served {
+    store: DynStore,
+    spool: PathBuf,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// One line of a job's answer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Said {
+    /// A line the command prints on stdout or stderr.
+    Line { stream: Stream, text: String },
+    /// The job is still running.
+    Alive { seconds: u64 },
+    /// The job ended with this exit status.
+    Exit { code: u8 },
+    /// The job could not run: `refused` for a mistake in how it was asked for.
+    Failed { message: String, refused: bool },
+}
+
+fn header(headers: &HeaderMap, name: &str) -> Option<String> {
+    let raw = headers.get(name)?.as_bytes();
+    let bytes = base64::engine::general_purpose::STANDARD.decode(raw).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+fn line(said: &Said) -> Bytes {
+    let mut v = serde_json::to_vec(said).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+/// Removes a spooled input when the job is done with it, however it ends.
+struct Spooled(PathBuf);
+
+impl Drop for Spooled {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Stops the job when its answer is dropped (the command went away).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if !self.0.is_finished() {
+            tracing::info!("a handed-over job stopped: its command went away");
+        }
+        self.0.abort();
+    }
+}
+
+async fn run_job(State(s): State<Arc<Served>>, headers: HeaderMap, body: Body) -> Response {
+    let Some(job) = header(&headers, JOB_HEADER).and_then(|j| serde_json::from_str::<Job>(&j).ok())
+    else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "no job, or not one this server knows",
+        )
+            .into_response();
+    };
+    let input = if job.reads_input() {
+        let n = s.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = s.spool.join(format!("{}-{n}.input", std::process::id()));
+        let spooled = Spooled(path.clone());
+        if let Err(e) = spool(&path, body).await {
+            return (
+                StatusCode::BAD_REQUEST,
+                format!("the input did not arrive whole: {e}"),
+            )
+                .into_response();
+        }
+        let shown = header(&headers, INPUT_HEADER).unwrap_or_else(|| "input".into());
+        Some((
+            Input {
+                path: Some(path),
+                shown,
+            },
+            spooled,
+        ))
+    } else {
+        None
+    };
+    tracing::info!(job = job.name(), "a batch command handed over its job");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Said>();
+    let said = tx.clone();
+    let mut console = Console::new(move |stream, text| {
+        let _ = said.send(Said::Line { stream, text });
+    });
+    let store = s.store.clone();
+    let task = tokio::spawn(async move {
+        let (input, spooled) = match input {
+            Some((i, s)) => (Some(i), Some(s)),
+            None => (None, None),
+        };
+        let name = job.name();
+        let outcome = jobs::run(job, store, input, &mut console).await;
+        drop(spooled);
+        let _ = tx.send(match outcome {
+            Ok(code) => {
+                tracing::info!(job = name, code, "a handed-over job ended");
+                Said::Exit { code }
+            }
+            Err(e) => Said::Failed {
+                refused: e.is::<Refused>(),
+                message: format!("{e:#}"),
+            },
+        });
+    });
+    let guard = AbortOnDrop(task.abort_handle());
+    let started = tokio::time::Instant::now();
+    let said = tokio_stream_of(rx);
+    let alive = futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(ALIVE_EVERY).await;
+        Some((
+            Said::Alive {
+                seconds: started.elapsed().as_secs(),
+            },
+            (),
+        ))
+    });
+    // The job's lines until it ends, with a sign of life every second; the
+    // guard goes with the stream, so a dropped answer stops the job.
+    // The end of the job's lines (`None`) also ends an answer whose job
+    // died without its exit line.
+    let said = said.map(Some).chain(futures::stream::once(async { None }));
+    let lines = futures::stream::select(said, alive.map(Some))
+        .scan(false, |ended, said| {
+            let out = match said {
+                _ if *ended => None,
+                Some(s) => {
+                    *ended = matches!(s, Said::Exit { .. } | Said::Failed { .. });
+                    Some(line(&s))
+                }
+                None => None,
+            };
+            futures::future::ready(out)
+        })
+        .map(move |b| {
+            let _ = &guard;
+            Ok::<_, std::io::Error>(b)
+        });
+    Response::builder()
+        .header("content-type", "application/x-ndjson")
+        .body(Body::from_stream(lines))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Writes the arriving input to `path` as it comes.
+async fn spool(path: &Path, body: Body) -> std::io::Result<()> {
+    let mut file = tokio::fs::File::create(path).await?;
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        file.write_all(&chunk).await?;
+    }
+    file.flush().await?;
+    Ok(())
+}
+
+/// Hands `job` to the server `holder` names and prints what it says; the
+/// exit status the job ended with (130 when Ctrl-C stopped it).
+pub async fn hand_over(holder: &Holder, job: &Job, input: Option<&Input>) -> anyhow::Result<u8> {
+    let run = talk(holder, job, input);
+    tokio::select! {
+        r = run => r,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!(
+                "cancelled: the server stops the job (an import that did not finish is never made current; rows an import already wrote stay, and the same command skips them next time)"
+            );
+            Ok(130)
+        }
+    }
+}
+
+#[cfg(unix)]
+async fn talk(holder: &Holder, job: &Job, input: Option<&Input>) -> anyhow::Result<u8> {
+    use http_body_util::BodyExt;
+    use hyper_util::rt::TokioIo;
+
+    let stream = tokio::net::UnixStream::connect(&holder.socket)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "the server (pid {}) holds the data directory but its control socket {} does not answer: {e}",
+                holder.pid,
+                holder.socket.display()
+            )
+        })?;
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| anyhow::anyhow!("the control socket: {e}"))?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let body = match input {
+        Some(i) => upload(i).await?,
+        None => http_body_util::Empty::new()
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    };
+    let request = hyper::Request::post("/jobs")
+        .header("host", "localhost")
+        .header(JOB_HEADER, b64(&serde_json::to_string(job)?))
+        .header(INPUT_HEADER, b64(input.map_or("", |i| i.shown.as_str())))
+        .body(body)?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| anyhow::anyhow!("the server did not take the job: {e}"))?;
+    let status = response.status();
+    let mut body = response.into_body();
+    if !status.is_success() {
+        let text = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        return Err(Refused(String::from_utf8_lossy(&text).into_owned()).into());
+    }
+    let mut pending = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| anyhow::anyhow!("the server's answer broke off: {e}"))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        pending.extend_from_slice(&data);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let said: Said = serde_json::from_slice(&pending[..end])?;
+            pending.drain(..=end);
+            match said {
+                Said::Line { stream, text } => match stream {
+                    Stream::Out => println!("{text}"),
+                    Stream::Err => eprintln!("{text}"),
+                },
+                Said::Alive { .. } => {}
+                Said::Exit { code } => return Ok(code),
+                Said::Failed { message, refused } => {
+                    return Err(if refused {
+                        Refused(message).into()
+                    } else {
+                        anyhow::anyhow!(message)
+                    });
+                }
+            }
+        }
+    }
+    anyhow::bail!(
+        "the server (pid {}) ended the job without an answer: it may have stopped; see its log",
+        holder.pid
+    )
+}
+
+#[cfg(not(unix))]
+async fn talk(_holder: &Holder, _job: &Job, _input: Option<&Input>) -> anyhow::Result<u8> {
+    anyhow::bail!("handing a job over needs a Unix system")
+}
+
+type Upload = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// The input as a body streamed in pieces of 256 KiB, with a progress bar
+/// of the bytes handed over (on a terminal only).
+#[cfg(unix)]
+async fn upload(input: &Input) -> anyhow::Result<Upload> {
+    use http_body_util::BodyExt;
+    use tokio::io::AsyncReadExt;
+
+    let (reader, size): (Box<dyn tokio::io::AsyncRead + Send + Unpin>, usize) = match &input.path {
+        Some(p) => {
+            let file = tokio::fs::File::open(p)
+                .await
+                .map_err(|e| Refused(format!("cannot read {}: {e}", input.shown)))?;
+            let size = file.metadata().await.map(|m| m.len() as usize).unwrap_or(0);
+            (Box::new(file), size)
+        }
+        None => (Box::new(tokio::io::stdin()), 0),
+    };
+    let progress = crate::kernel::progress::Progress::start(size);
+    let chunks = futures::stream::unfold(
+        (reader, Some(progress)),
+        |(mut reader, mut progress)| async move {
+            let mut buf = vec![0u8; 256 * 1024];
+            match reader.read(&mut buf).await {
+                Ok(0) => {
+                    if let Some(p) = progress.take() {
+                        p.finish();
+                    }
+                    None
+                }
+                Ok(n) => {
+                    buf.truncate(n);
+                    if let Some(p) = &progress {
+                        p.advance(n);
+                    }
+                    Some((
+                        Ok(hyper::body::Frame::data(Bytes::from(buf))),
+                        (reader, progress),
+                    ))
+                }
+                Err(e) => Some((Err(e), (reader, progress))),
+            }
+        },
+    );
+    Ok(BodyExt::boxed_unsync(http_body_util::StreamBody::new(
+        chunks,
+    )))
+}

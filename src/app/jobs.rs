@@ -1,0 +1,357 @@
+//! The batch commands (imports and maintenance) as jobs: one [`Job`] value
+//! that the command line runs itself on a store it opened, or hands to the
+//! server that holds the data directory (`app::control`), which runs the
+//! very same code on its own store. What a job says goes to a [`Console`]:
+//! the terminal's stdout and stderr, or the lines streamed back to the
+//! command that handed it over.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::domains::assignments::{self, service::Assignments};
+use crate::domains::suggestions::service::Suggestions;
+use crate::domains::themes::{import as vocabulary, service::Themes};
+use crate::kernel::ndjson::BadLines;
+use crate::kernel::roles::{Principal, Role};
+use crate::store::DynStore;
+
+/// One batch command with everything it needs but its store and input.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Job {
+    ImportVocabulary {
+        concurrency: usize,
+        max_category_depth: usize,
+    },
+    ImportAssignments {
+        creator: String,
+        concurrency: usize,
+    },
+    ImportSuggestions {
+        wiki: String,
+        max_errors: usize,
+        keep: usize,
+        concurrency: usize,
+        dead_after: i64,
+    },
+    RepairViews {
+        check: bool,
+        portal: Option<String>,
+    },
+    GcBinaries {
+        gc_grace: u64,
+    },
+    RecheckBinaries,
+    SuggestionsList {
+        wiki: String,
+    },
+    SuggestionsRollback {
+        wiki: String,
+    },
+    SuggestionsPurge {
+        wiki: String,
+        keep: usize,
+        dead_after: i64,
+    },
+}
+
+impl Job {
+    /// Whether it reads an input file.
+    pub fn reads_input(&self) -> bool {
+        matches!(
+            self,
+            Job::ImportVocabulary { .. }
+                | Job::ImportAssignments { .. }
+                | Job::ImportSuggestions { .. }
+        )
+    }
+
+    /// Its command's name, as the command line spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Job::ImportVocabulary { .. } => "import-vocabulary",
+            Job::ImportAssignments { .. } => "import-assignments",
+            Job::ImportSuggestions { .. } => "import-suggestions",
+            Job::RepairViews { .. } => "repair-views",
+            Job::GcBinaries { .. } => "gc-binaries",
+            Job::RecheckBinaries => "recheck-binaries",
+            Job::SuggestionsList { .. } => "suggestions list",
+            Job::SuggestionsRollback { .. } => "suggestions rollback",
+            Job::SuggestionsPurge { .. } => "suggestions purge",
+        }
+    }
+}
+
+/// Where a job's input is read from, and the name its messages give it.
+#[derive(Clone, Debug)]
+pub struct Input {
+    /// The file; `None` is standard input.
+    pub path: Option<PathBuf>,
+    /// How messages name it (`file:line: reason`): the path the operator typed.
+    pub shown: String,
+}
+
+impl Input {
+    /// `-` is standard input.
+    pub fn from_arg(path: &Path) -> Input {
+        Input {
+            path: (path.as_os_str() != "-").then(|| path.to_owned()),
+            shown: if path.as_os_str() == "-" {
+                "stdin".into()
+            } else {
+                path.display().to_string()
+            },
+        }
+    }
+
+    fn open(&self) -> anyhow::Result<(Box<dyn std::io::Read + Send>, usize)> {
+        match &self.path {
+            None => Ok((Box::new(std::io::stdin()), 0)),
+            Some(p) => {
+                let file = std::fs::File::open(p)
+                    .map_err(|e| Refused(format!("cannot read {}: {e}", self.shown)))?;
+                let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
+                Ok((Box::new(file), size))
+            }
+        }
+    }
+}
+
+/// A mistake in how a job was asked for: one sentence (the command line
+/// exits 2 with it).
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for Refused {}
+
+/// Which of the two streams a line belongs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stream {
+    Out,
+    Err,
+}
+
+/// Where a job's lines go.
+pub struct Console(Box<dyn FnMut(Stream, String) + Send>);
+
+impl Console {
+    /// The process's own stdout and stderr.
+    pub fn terminal() -> Console {
+        Console(Box::new(|stream, line| match stream {
+            Stream::Out => println!("{line}"),
+            Stream::Err => eprintln!("{line}"),
+        }))
+    }
+
+    pub fn new(say: impl FnMut(Stream, String) + Send + 'static) -> Console {
+        Console(Box::new(say))
+    }
+
+    pub fn out(&mut self, line: impl Into<String>) {
+        (self.0)(Stream::Out, line.into());
+    }
+
+    pub fn err(&mut self, line: impl Into<String>) {
+        (self.0)(Stream::Err, line.into());
+    }
+
+    /// The bad lines kept, `file:line: reason`, and how many more there were.
+    fn bad_lines(&mut self, shown: &str, errors: &BadLines) {
+        for (line, msg) in errors.iter() {
+            self.err(format!("{shown}:{line}: {msg}"));
+        }
+        if errors.dropped() > 0 {
+            self.err(format!("... and {} more bad lines", errors.dropped()));
+        }
+    }
+}
+
+fn failed(e: crate::kernel::error::ApiError) -> anyhow::Error {
+    anyhow::anyhow!(e.message())
+}
+
+/// Runs `job` on `store`; the exit status the command ends with (0 done,
+/// 1 done with bad lines or not published).
+pub async fn run(
+    job: Job,
+    store: DynStore,
+    input: Option<Input>,
+    console: &mut Console,
+) -> anyhow::Result<u8> {
+    let input = match (job.reads_input(), input) {
+        (true, Some(i)) => Some(i),
+        (true, None) => return Err(Refused(format!("{} needs a file", job.name())).into()),
+        (false, _) => None,
+    };
+    match job {
+        Job::ImportVocabulary {
+            concurrency,
+            max_category_depth,
+        } => {
+            let input = input.unwrap_or_else(|| unreachable!("checked above"));
+            let (read, _) = input.open()?;
+            let themes = Themes::new(store).with_max_category_depth(max_category_depth);
+            let report =
+                vocabulary::import(&themes, std::io::BufReader::new(read), concurrency).await?;
+            console.bad_lines(&input.shown, &report.errors);
+            console.err(report.summary());
+            Ok(u8::from(!report.errors.is_empty()))
+        }
+        Job::ImportAssignments {
+            creator,
+            concurrency,
+        } => {
+            let input = input.unwrap_or_else(|| unreachable!("checked above"));
+            let (read, size) = input.open()?;
+            let report = assignments::import::import(
+                &Assignments::new(store),
+                &creator,
+                std::io::BufReader::new(read),
+                size,
+                concurrency,
+            )
+            .await?;
+            console.bad_lines(&input.shown, &report.errors);
+            console.err(report.summary());
+            if let Some(why) = &report.stopped {
+                console.err(format!(
+                    "error: the import stopped {why}. What came before is written; run the same command again once that is fixed (rows already present are skipped)."
+                ));
+                return Ok(1);
+            }
+            Ok(u8::from(!report.errors.is_empty()))
+        }
+        Job::ImportSuggestions {
+            wiki,
+            max_errors,
+            keep,
+            concurrency,
+            dead_after,
+        } => {
+            use crate::domains::suggestions::import::{ImportOptions, import};
+            let input = input.unwrap_or_else(|| unreachable!("checked above"));
+            let (read, size) = input.open()?;
+            // The name the operator gave (a handed-over input is read from
+            // a spooled copy).
+            let source = Path::new(&input.shown)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| input.shown.clone());
+            let service = Suggestions::new(store).with_dead_after(dead_after);
+            let who = Principal::local("import-suggestions", &[Role::Machine]);
+            let report = import(
+                &service,
+                &who,
+                read,
+                ImportOptions {
+                    wiki,
+                    source: Some(source),
+                    max_errors,
+                    keep,
+                    concurrency,
+                    size,
+                },
+            )
+            .await
+            .map_err(failed)?;
+            console.bad_lines(&input.shown, &report.errors);
+            console.err(report.summary());
+            Ok(u8::from(!report.published))
+        }
+        Job::RepairViews { check, portal } => {
+            let report =
+                assignments::repair::repair_views(&store, !check, portal.as_deref()).await?;
+            console.out(report.summary());
+            Ok(u8::from(check && report.differences() > 0))
+        }
+        Job::GcBinaries { gc_grace } => {
+            let binaries = super::binaries(
+                &super::config::BinaryArgs {
+                    gc_grace,
+                    ..Default::default()
+                },
+                store,
+            )?;
+            let report = binaries.collect_garbage().await.map_err(failed)?;
+            console.out(format!(
+                "{} originals checked, {} removed",
+                report.checked, report.removed
+            ));
+            Ok(0)
+        }
+        Job::RecheckBinaries => {
+            let binary_args = super::config::BinaryArgs::default();
+            let binaries = super::binaries(&binary_args, store.clone())?;
+            let crawl = super::crawl(
+                &super::config::CrawlArgs::default(),
+                &binary_args,
+                store,
+                binaries,
+            )?;
+            let n = crawl.mark_all_due().await.map_err(failed)?;
+            console.out(format!(
+                "{n} links are due now; a running server's crawler re-fetches them"
+            ));
+            Ok(0)
+        }
+        Job::SuggestionsList { wiki } => {
+            let service = Suggestions::new(store);
+            let current = service.current(&wiki).await.map_err(failed)?;
+            console.out("dataset\tstate\trows\tbad lines\tstarted\tfinished\tsource");
+            for d in service.datasets(&wiki).await.map_err(failed)? {
+                let mark = if current.as_deref() == Some(d.id.as_str()) {
+                    " (current)"
+                } else {
+                    ""
+                };
+                console.out(format!(
+                    "{}{mark}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    d.id,
+                    d.state.as_str(),
+                    d.rows,
+                    d.bad_lines,
+                    d.started,
+                    d.finished.unwrap_or_default(),
+                    d.source.unwrap_or_default()
+                ));
+            }
+            Ok(0)
+        }
+        Job::SuggestionsRollback { wiki } => {
+            let admin = Principal::local("suggestions", &[Role::Admin]);
+            let d = Suggestions::new(store)
+                .rollback(&admin, &wiki)
+                .await
+                .map_err(failed)?;
+            console.out(format!(
+                "{wiki}: current dataset is now {} (started {})",
+                d.id, d.started
+            ));
+            Ok(0)
+        }
+        Job::SuggestionsPurge {
+            wiki,
+            keep,
+            dead_after,
+        } => {
+            let admin = Principal::local("suggestions", &[Role::Admin]);
+            let purged = Suggestions::new(store)
+                .with_dead_after(dead_after)
+                .purge(&admin, &wiki, keep)
+                .await
+                .map_err(failed)?;
+            console.out(format!(
+                "{wiki}: {} datasets purged {purged:?}",
+                purged.len()
+            ));
+            Ok(0)
+        }
+    }
+}

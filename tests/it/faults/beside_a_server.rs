@@ -1,0 +1,242 @@
+//! Batch commands beside a live server on the embedded store (issue 35):
+//! each hands its job to the server that holds the data directory and ends
+//! as it would have alone; Ctrl-C makes nothing current; what cannot run
+//! beside a server (compact, a second server) says so and names the server.
+
+use std::io::Write;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{PORTAL, Server, Target, kartei, post, token, vocabulary_file};
+use crate::support::run;
+
+fn said(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `n` image suggestions for pages `1..=n` of a wiki, gzipped.
+fn suggestions_gz(path: &std::path::Path, n: i32, bad_line_at: Option<i32>) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+    for page in 1..=n {
+        if Some(page) == bad_line_at {
+            writeln!(gz, "{{not json").unwrap();
+            continue;
+        }
+        writeln!(
+            gz,
+            "{}",
+            crate::suggestions::line(page, &format!("Bild {page}.jpg"), 0.8)
+        )
+        .unwrap();
+    }
+    gz.finish().unwrap();
+}
+
+/// Runs a command to its end; what it said, or a panic unless it exits 0.
+fn ok(args: &[&str], target: &Target) -> String {
+    let out = kartei(args, target).output().unwrap();
+    assert!(out.status.success(), "kartei {args:?}: {}", said(&out));
+    said(&out)
+}
+
+fn current_dataset(target: &Target, wiki: &str) -> Option<String> {
+    let out = kartei(&["suggestions", "list", "--wiki", wiki], target)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.contains("(current)"))
+        .map(|l| l.to_owned())
+}
+
+#[test]
+fn batch_commands_hand_their_jobs_to_the_server_that_holds_the_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::Dir(dir.path().join("data"));
+    let server = Server::start(&target);
+    let pid = server.child.id().to_string();
+
+    // The vocabulary: handed over, imported by the server, readable at once.
+    let vocabulary = vocabulary_file(dir.path(), 40);
+    let out = ok(
+        &["import-vocabulary", vocabulary.to_str().unwrap()],
+        &target,
+    );
+    assert!(out.contains("handed to the server that holds"), "{out}");
+    assert!(out.contains(&format!("pid {pid}")), "{out}");
+    assert!(out.contains("imported 49 records"), "{out}");
+    let http = reqwest::Client::new();
+    let editor = token("erika", &["editor"]);
+    let portals = run(post(
+        &http,
+        &server.url,
+        &editor,
+        "{ portals { id } }",
+        json!({}),
+    ))
+    .expect("the server answers");
+    assert_eq!(portals["data"]["portals"][0]["id"], PORTAL, "{portals}");
+
+    // Bad lines: line-numbered, under the name the operator typed, exit 1.
+    let bad = dir.path().join("bad.ndjson");
+    std::fs::write(&bad, "{\"type\": \"category\"}\nnot json\n").unwrap();
+    let out = kartei(&["import-vocabulary", bad.to_str().unwrap()], &target)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        said(&out).contains(&format!("{}:2: ", bad.display())),
+        "{}",
+        said(&out)
+    );
+
+    // A gzipped dataset switches in whole while the server serves.
+    let first = dir.path().join("first.ndjson.gz");
+    suggestions_gz(&first, 3_000, None);
+    let out = kartei(
+        &[
+            "import-suggestions",
+            "--wiki",
+            "dewiki",
+            first.to_str().unwrap(),
+        ],
+        &target,
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    let current = current_dataset(&target, "dewiki").expect("a current dataset");
+    assert!(current.contains("COMPLETE\t3000\t0"), "{current}");
+    assert!(current.ends_with("first.ndjson.gz"), "{current}");
+
+    // One bad line with --max-errors 0: not published, exit 1, the first
+    // dataset stays current.
+    let broken = dir.path().join("broken.ndjson.gz");
+    suggestions_gz(&broken, 500, Some(250));
+    let out = kartei(
+        &[
+            "import-suggestions",
+            "--wiki",
+            "dewiki",
+            broken.to_str().unwrap(),
+        ],
+        &target,
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(said(&out).contains(":250: "), "{}", said(&out));
+    assert_eq!(current_dataset(&target, "dewiki").as_ref(), Some(&current));
+
+    // Ctrl-C while the input still arrives: the server stops the job, and
+    // no new dataset becomes current.
+    let mut slow = kartei(&["import-suggestions", "--wiki", "dewiki", "-"], &target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = slow.stdin.take().unwrap();
+    for page in 1..=20 {
+        writeln!(stdin, "{}", crate::suggestions::line(page, "Neu.jpg", 0.5)).unwrap();
+    }
+    stdin.flush().unwrap();
+    // Once the server spools the input, the command waits for Ctrl-C.
+    let spool = dir.path().join("data").join("jobs");
+    let waited = std::time::Instant::now();
+    while std::fs::read_dir(&spool).unwrap().count() == 0 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "the input never arrived"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &slow.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    drop(stdin);
+    let out = slow.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", said(&out));
+    assert!(said(&out).contains("cancelled"), "{}", said(&out));
+    assert_eq!(current_dataset(&target, "dewiki").as_ref(), Some(&current));
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("data").join("jobs"))
+            .unwrap()
+            .count(),
+        0,
+        "a stopped job's spooled input is removed"
+    );
+
+    // Maintenance beside the server.
+    let out = kartei(&["repair-views", "--check"], &target)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("0 differences"), "{}", said(&out));
+
+    // What cannot run beside it says so, naming the server.
+    let data = dir.path().join("data");
+    let out = std::process::Command::new(super::BIN)
+        .args(["compact", "--data-dir", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains(&format!("pid {pid}")), "{}", said(&out));
+    assert!(said(&out).contains("stop that server"), "{}", said(&out));
+    let out = kartei(&["serve", "--listen", "127.0.0.1:0"], &target)
+        .args(["--auth-secret", super::SECRET])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    let address = server.url.trim_start_matches("http://");
+    assert!(
+        said(&out).contains(&format!("pid {pid}, http://{address}")),
+        "{}",
+        said(&out)
+    );
+    assert!(
+        !said(&out).contains("Database already open"),
+        "{}",
+        said(&out)
+    );
+
+    // Stopped, the server takes its socket and its name away; the same
+    // command then runs on its own.
+    server.stop();
+    assert!(!data.join("kartei.server").exists());
+    assert!(!data.join("kartei.sock").exists());
+    let out = ok(&["repair-views", "--check"], &target);
+    assert!(!out.contains("handed to"), "{out}");
+}
+
+#[test]
+fn a_server_killed_outright_leaves_no_claim_on_its_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::Dir(dir.path().join("data"));
+    let server = Server::start(&target);
+    let data = dir.path().join("data");
+    assert!(data.join("kartei.server").exists());
+    server.kill();
+    // Its file names a process that is gone: commands run alone, and a new
+    // server starts and takes the directory over.
+    let out = ok(&["repair-views", "--check"], &target);
+    assert!(!out.contains("handed to"), "{out}");
+    let again = Server::start(&target);
+    let vocabulary = vocabulary_file(dir.path(), 5);
+    let out = ok(
+        &["import-vocabulary", vocabulary.to_str().unwrap()],
+        &target,
+    );
+    assert!(out.contains(&format!("pid {}", again.child.id())), "{out}");
+    again.stop();
+}
