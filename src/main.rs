@@ -46,10 +46,16 @@ fn main() -> ExitCode {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
     }
     let cli = Cli::parse();
+    // A server logs for its operators; a batch command says what it did in
+    // its own lines, and the storage driver's chatter stays out of them.
+    let default_log = match cli.command {
+        None | Some(Command::Serve(_)) => "info,scylla=warn",
+        Some(_) => "warn,scylla=off",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KARTEI_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,scylla=warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -214,3 +214,24 @@ fn import_assignments_and_repair_views_exit_codes() {
     let (status, text) = repair(&["--check"]);
     assert_eq!(status, Some(0), "{text}");
 }
+
+/// Issue 35: no command prints a storage library's message. An unreachable
+/// cluster is one sentence that says what to check.
+#[test]
+fn an_unreachable_cluster_is_one_sentence_without_the_driver_s_words() {
+    let out = kartei()
+        .env_remove("KARTEI_LOG")
+        .args(["repair-views", "--check", "--cassandra", "127.0.0.1:1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(said.lines().count(), 1, "{said}");
+    assert!(
+        said.starts_with("error: cannot reach the Cassandra cluster at 127.0.0.1:1"),
+        "{said}"
+    );
+    for driver in ["pool", "ConnectionPoolError", "metadata", "scylla"] {
+        assert!(!said.contains(driver), "{said}");
+    }
+}

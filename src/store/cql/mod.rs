@@ -69,7 +69,15 @@ impl CqlStore {
             .connection_timeout(Duration::from_secs(10))
             .default_execution_profile_handle(profile)
             .build()
-            .await?;
+            .await
+            .map_err(|e| {
+                // The driver's own words go to the log, never to the operator.
+                tracing::debug!(error = %e, "connecting to the cluster failed");
+                anyhow::anyhow!(
+                    "cannot reach the Cassandra cluster at {}: no node answered; is it running, and are the --cassandra addresses right? (KARTEI_LOG=debug shows the driver's reason)",
+                    nodes.join(",")
+                )
+            })?;
         Ok(CqlStore {
             session: CachingSession::from(session, STATEMENT_CACHE),
             env: env.to_owned(),

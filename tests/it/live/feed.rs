@@ -256,24 +256,61 @@ async fn a_change_that_commits_reaches_the_feed_when_its_event_write_is_lost(eng
             if assignment.key == key && assignment.status == AssignmentStatus::Accepted)
     };
     // The feed has no event of it.
-    for minute in began / 60_000..=crashing.events().now_ms() / 60_000 {
-        let page = ts
-            .store
-            .slice(
-                &ASSIGNMENT_EVENTS,
-                &Slice::partition(vec![minute.into()]).limit(10_000),
-            )
-            .await
-            .unwrap();
-        let found = page.rows.iter().any(|r| {
-            r.text("top_level_category_id") == Some(v.p.as_str())
-                && r.text("status") == Some("ACCEPTED")
-        });
-        assert!(!found, "the event's write failed");
-    }
+    let no_event = |why: &'static str| {
+        let store = ts.store.clone();
+        let portal = v.p.clone();
+        // Up to a minute ahead: a drain stamps what it writes with its own clock.
+        let to = crashing.events().now_ms() + 60_000;
+        async move {
+            for minute in began / 60_000..=to / 60_000 {
+                let page = store
+                    .slice(
+                        &ASSIGNMENT_EVENTS,
+                        &Slice::partition(vec![minute.into()]).limit(10_000),
+                    )
+                    .await
+                    .unwrap();
+                let found = page.rows.iter().any(|r| {
+                    r.text("top_level_category_id") == Some(portal.as_str())
+                        && r.text("status") == Some("ACCEPTED")
+                });
+                assert!(!found, "{why}");
+            }
+        }
+    };
+    no_event("the event's write failed").await;
 
-    // A restart: the new instance's feed drains the outbox once someone listens.
-    let restarted = Assignments::new(ts.store.clone());
+    // A drain a few seconds later leaves the record alone: its writer may
+    // still be about to write the event (a drain that wrote it then would
+    // send it twice).
+    let soon = HandClock::new();
+    soon.set(crashing.events().now_ms() + 5_000);
+    let early = Assignments::new(ts.store.clone()).with_clock(soon.clock());
+    let _listener = early.events().follow(None, |_| true).unwrap();
+    early.events().spawn_tail(Duration::from_millis(50));
+    let waited = std::time::Instant::now();
+    while early
+        .events()
+        .workers()
+        .statuses()
+        .iter()
+        .all(|s| s.runs < 2)
+    {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "the tail never ran"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    early.events().workers().stop(Duration::from_secs(5)).await;
+    no_event("a drain left a change that may be under way").await;
+
+    // A restart, more than half a minute later (a younger intent may still
+    // be on its way to its event): the new instance's feed drains the outbox
+    // once someone listens.
+    let later = HandClock::new();
+    later.set(crashing.events().now_ms() + 31_000);
+    let restarted = Assignments::new(ts.store.clone()).with_clock(later.clock());
     let mut feed = restarted
         .events()
         .follow(Some(id_at(began)), accepted)

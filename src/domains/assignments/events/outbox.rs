@@ -3,8 +3,9 @@
 //! A record left behind means a change whose event was lost between the two
 //! (a process that died, a batch that failed, on Cassandra where they are
 //! not one transaction); a drain, on an instance's first tail pass with a
-//! subscriber and every 10 s while it has any, writes that event if the change applied, or drops the record once it
-//! cannot apply any more.
+//! subscriber and every 10 s while it has any, writes that event if the change applied
+//! (once the record is 30 s old: younger, its writer may still write it), or drops the
+//! record once it cannot apply any more.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -35,7 +36,11 @@ table! {
 const OUTBOX_HORIZON_MS: i64 = 3600 * 1000;
 /// An intent whose change has not applied after this long never will.
 const ABANDONED_AFTER_MS: i64 = 10 * 60 * 1000;
-/// How often an instance with subscribers drains the outbox.
+/// An intent younger than this may still be on its way to its event (its
+/// writer between the compare-and-set and the batch that writes the event,
+/// each bounded by the store's 15 s request timeout): a drain leaves it, or
+/// the event would be written twice (once by the drain, once by the writer).
+const IN_FLIGHT_MS: i64 = 30 * 1000;
 /// How often an instance with subscribers drains the outbox.
 pub(super) const DRAIN_EVERY: Duration = Duration::from_secs(10);
 /// Intents a drain reads per slice.
@@ -244,6 +249,10 @@ impl Events {
     /// never applied (or was overwritten since: the later change reports the
     /// state), nothing while its change may still be under way.
     async fn settle(&self, intent: Intent, now: i64) -> Result<bool, StoreError> {
+        let age = now - millis_of(&intent.id).unwrap_or(0);
+        if age < IN_FLIGHT_MS {
+            return Ok(false);
+        }
         let current = self
             .store
             .get(&OBJECTS_KEYWORDS, &intent.key.base_key())
@@ -263,7 +272,7 @@ impl Events {
                 self.store.apply(writes).await?;
                 Ok(true)
             }
-            _ if now - millis_of(&intent.id).unwrap_or(0) > ABANDONED_AFTER_MS => {
+            _ if age > ABANDONED_AFTER_MS => {
                 self.store.apply(vec![intent.done()]).await?;
                 Ok(false)
             }
