@@ -208,14 +208,41 @@ impl Drop for Spooled {
 }
 
 /// Stops the job when its answer is dropped (the command went away).
-struct AbortOnDrop(tokio::task::AbortHandle);
+struct AbortOnDrop(tokio::task::AbortHandle, Arc<Running>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        if !self.0.is_finished() {
+        if self.0.is_finished() {
+            // Ended on its own (it counted itself), or panicked.
+            self.1.end("failed");
+        } else {
             tracing::info!("a handed-over job stopped: its command went away");
+            self.1.end("cancelled");
         }
         self.0.abort();
+    }
+}
+
+/// A job in `kartei_jobs_running` until it ends, counted once in
+/// `kartei_jobs_ended` with its outcome.
+struct Running {
+    kind: &'static str,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl Running {
+    fn start(kind: &'static str) -> Arc<Running> {
+        crate::kernel::metrics::job_started(kind);
+        Arc::new(Running {
+            kind,
+            ended: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    fn end(&self, outcome: &'static str) {
+        if !self.ended.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            crate::kernel::metrics::job_ended(self.kind, outcome);
+        }
     }
 }
 
@@ -257,6 +284,8 @@ async fn run_job(State(s): State<Arc<Served>>, headers: HeaderMap, body: Body) -
         let _ = said.send(Said::Line { stream, text });
     });
     let store = s.store.clone();
+    let running = Running::start(job.name());
+    let ran = running.clone();
     let task = tokio::spawn(async move {
         let (input, spooled) = match input {
             Some((i, s)) => (Some(i), Some(s)),
@@ -265,6 +294,10 @@ async fn run_job(State(s): State<Arc<Served>>, headers: HeaderMap, body: Body) -
         let name = job.name();
         let outcome = jobs::run(job, store, input, &mut console).await;
         drop(spooled);
+        ran.end(match &outcome {
+            Ok(0) => "done",
+            _ => "failed",
+        });
         let _ = tx.send(match outcome {
             Ok(code) => {
                 tracing::info!(job = name, code, "a handed-over job ended");
@@ -276,7 +309,7 @@ async fn run_job(State(s): State<Arc<Served>>, headers: HeaderMap, body: Body) -
             },
         });
     });
-    let guard = AbortOnDrop(task.abort_handle());
+    let guard = AbortOnDrop(task.abort_handle(), running);
     let started = tokio::time::Instant::now();
     let said = tokio_stream_of(rx);
     let alive = futures::stream::unfold((), move |()| async move {

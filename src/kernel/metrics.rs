@@ -54,6 +54,19 @@ struct Metrics {
     crawl_domains: Family<StateLabels, prometheus_client::metrics::gauge::Gauge>,
     worker_state: Family<WorkerLabels, prometheus_client::metrics::gauge::Gauge>,
     worker_errors: Family<WorkerNameLabels, Counter>,
+    jobs_running: Family<JobKindLabels, prometheus_client::metrics::gauge::Gauge>,
+    jobs_ended: Family<JobLabels, Counter>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobKindLabels {
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabels {
+    kind: &'static str,
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -226,8 +239,22 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
         "Units of background work that failed, by worker",
         worker_errors.clone(),
     );
+    let jobs_running = Family::<JobKindLabels, prometheus_client::metrics::gauge::Gauge>::default();
+    registry.register(
+        "kartei_jobs_running",
+        "Batch jobs handed over to this server and running now, by kind",
+        jobs_running.clone(),
+    );
+    let jobs_ended = Family::<JobLabels, Counter>::default();
+    registry.register(
+        "kartei_jobs_ended",
+        "Batch jobs handed over to this server that ended, by kind and outcome (done: exit 0; failed: bad lines, not published or an error; cancelled: its command went away)",
+        jobs_ended.clone(),
+    );
     Metrics {
         registry,
+        jobs_running,
+        jobs_ended,
         worker_state,
         worker_errors,
         crawl_fetches,
@@ -370,6 +397,26 @@ pub fn worker_error(worker: &str) {
         .get_or_create(&WorkerNameLabels {
             worker: worker.to_owned(),
         })
+        .inc();
+}
+
+/// A handed-over batch job of `kind` started.
+pub fn job_started(kind: &'static str) {
+    METRICS
+        .jobs_running
+        .get_or_create(&JobKindLabels { kind })
+        .inc();
+}
+
+/// A handed-over batch job of `kind` ended: `done`, `failed` or `cancelled`.
+pub fn job_ended(kind: &'static str, outcome: &'static str) {
+    METRICS
+        .jobs_running
+        .get_or_create(&JobKindLabels { kind })
+        .dec();
+    METRICS
+        .jobs_ended
+        .get_or_create(&JobLabels { kind, outcome })
         .inc();
 }
 

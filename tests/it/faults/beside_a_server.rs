@@ -210,6 +210,26 @@ fn batch_commands_hand_their_jobs_to_the_server_that_holds_the_data_directory() 
         said(&out)
     );
 
+    // Every job it ran is counted by kind and outcome, none still running.
+    let metrics = run(async {
+        reqwest::get(format!("{}/metrics", server.url))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    });
+    for counted in [
+        r#"kartei_jobs_ended_total{kind="import-vocabulary",outcome="done"} 1"#,
+        r#"kartei_jobs_ended_total{kind="import-vocabulary",outcome="failed"} 1"#,
+        r#"kartei_jobs_ended_total{kind="import-suggestions",outcome="done"} 1"#,
+        r#"kartei_jobs_ended_total{kind="import-suggestions",outcome="failed"} 1"#,
+        r#"kartei_jobs_ended_total{kind="repair-views",outcome="done"} 1"#,
+        r#"kartei_jobs_running{kind="import-suggestions"} 0"#,
+    ] {
+        assert!(metrics.contains(counted), "{counted} in\n{metrics}");
+    }
+
     // Stopped, the server takes its socket and its name away; the same
     // command then runs on its own.
     server.stop();
