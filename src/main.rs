@@ -4,7 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kartei::app::config::{
-    Cli, Command, CompactArgs, ServeArgs, StoreArgs, StoreConfig, SuggestionsCommand, TokenArgs,
+    Cli, Command, CompactArgs, RemoteArgs, ServeArgs, StoreArgs, StoreConfig, SuggestionsCommand,
+    TokenArgs,
 };
 use kartei::app::control;
 use kartei::app::jobs::{self, Console, Input, Job, Refused};
@@ -126,10 +127,20 @@ fn in_use(e: anyhow::Error, dir: &std::path::Path) -> anyhow::Error {
 
 /// Runs a batch job: handed to the server that holds the embedded data
 /// directory, if one runs, else here on the store the flags name.
-async fn batch(job: Job, store: &StoreArgs, input: Option<Input>) -> anyhow::Result<ExitCode> {
+async fn batch(
+    job: Job,
+    store: &StoreArgs,
+    remote: &RemoteArgs,
+    input: Option<Input>,
+) -> anyhow::Result<ExitCode> {
     if let Some(path) = input.as_ref().and_then(|i| i.path.as_ref()) {
         std::fs::metadata(path)
             .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
+    }
+    if let Some(url) = &remote.server {
+        let code =
+            control::hand_over_remote(url, remote.token.as_deref(), &job, input.as_ref()).await?;
+        return Ok(ExitCode::from(code));
     }
     let config = StoreConfig::from(store);
     if config.cassandra.is_none()
@@ -159,14 +170,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 concurrency: a.concurrency,
                 max_category_depth: a.vocabulary.max_category_depth.into(),
             };
-            batch(job, &a.store, Some(Input::from_arg(&a.file))).await
+            batch(job, &a.store, &a.remote, Some(Input::from_arg(&a.file))).await
         }
         Command::ImportAssignments(a) => {
             let job = Job::ImportAssignments {
                 creator: a.creator,
                 concurrency: a.concurrency,
             };
-            batch(job, &a.store, Some(Input::from_arg(&a.file))).await
+            batch(job, &a.store, &a.remote, Some(Input::from_arg(&a.file))).await
         }
         Command::ImportSuggestions(a) => {
             let job = Job::ImportSuggestions {
@@ -176,27 +187,29 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 concurrency: a.concurrency,
                 dead_after: a.dead_after,
             };
-            batch(job, &a.store, Some(Input::from_arg(&a.file))).await
+            batch(job, &a.store, &a.remote, Some(Input::from_arg(&a.file))).await
         }
         Command::RepairViews(a) => {
             let job = Job::RepairViews {
                 check: a.check,
                 portal: a.portal,
             };
-            batch(job, &a.store, None).await
+            batch(job, &a.store, &a.remote, None).await
         }
         Command::GcBinaries(a) => {
             let job = Job::GcBinaries {
                 gc_grace: a.gc_grace,
             };
-            batch(job, &a.store, None).await
+            batch(job, &a.store, &a.remote, None).await
         }
-        Command::RecheckBinaries(a) => batch(Job::RecheckBinaries, &a.store, None).await,
+        Command::RecheckBinaries(a) => batch(Job::RecheckBinaries, &a.store, &a.remote, None).await,
         Command::Suggestions(cmd) => {
-            let (job, store) = match cmd {
-                SuggestionsCommand::List(a) => (Job::SuggestionsList { wiki: a.wiki }, a.store),
+            let (job, store, remote) = match cmd {
+                SuggestionsCommand::List(a) => {
+                    (Job::SuggestionsList { wiki: a.wiki }, a.store, a.remote)
+                }
                 SuggestionsCommand::Rollback(a) => {
-                    (Job::SuggestionsRollback { wiki: a.wiki }, a.store)
+                    (Job::SuggestionsRollback { wiki: a.wiki }, a.store, a.remote)
                 }
                 SuggestionsCommand::Purge(a) => (
                     Job::SuggestionsPurge {
@@ -205,9 +218,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                         dead_after: a.dead_after,
                     },
                     a.store,
+                    a.remote,
                 ),
             };
-            batch(job, &store, None).await
+            batch(job, &store, &remote, None).await
         }
         Command::Compact(args) => compact(args),
         Command::Token(args) => token(args),
@@ -330,7 +344,22 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     app.suggestions
         .spawn_metrics(std::time::Duration::from_secs(60));
     let workers = app.workers();
-    kartei::edge::serve(listener, kartei::edge::router(app), connections, shutdown()).await;
+    // Batch jobs over HTTP (`--server URL`), spooled beside the embedded
+    // store or in a private temporary directory.
+    let spool = if embedded {
+        config.data_dir.join("jobs")
+    } else {
+        control::temp_spool().map_err(|e| anyhow::anyhow!("cannot make a spool directory: {e}"))?
+    };
+    std::fs::create_dir_all(&spool)?;
+    let jobs = control::http_routes(app.store.clone(), spool, args.limits.max_job_input_bytes);
+    kartei::edge::serve(
+        listener,
+        kartei::edge::router_with(app, jobs),
+        connections,
+        shutdown(),
+    )
+    .await;
     // Every background loop ends its current unit of work, then the process.
     futures::future::join_all(
         workers

@@ -85,6 +85,20 @@ pub struct StoreArgs {
     pub replication: String,
 }
 
+/// Where a batch command runs its job: by default on the store the store
+/// flags name (or handed to the server holding an embedded data directory);
+/// with `--server`, on a kartei server over its HTTP API.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RemoteArgs {
+    /// The kartei server (`https://kartei.example.org`) to run this command
+    /// on, over its HTTP API (`POST /jobs`); the store flags are then unused.
+    #[arg(long, env = "KARTEI_SERVER")]
+    pub server: Option<String>,
+    /// The bearer token for `--server`: the admin or the machine role.
+    #[arg(long, env = "KARTEI_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
 fn parse_env(s: &str) -> Result<String, String> {
     let ok = !s.is_empty()
         && s.len() <= 32
@@ -280,6 +294,8 @@ impl Default for BinaryArgs {
 pub struct RecheckArgs {
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -289,6 +305,8 @@ pub struct GcArgs {
     /// An unreferenced original is collected once untouched this long, in seconds.
     #[arg(long, env = "KARTEI_GC_GRACE", default_value_t = 600)]
     pub gc_grace: u64,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -302,6 +320,8 @@ pub struct ImportArgs {
     pub concurrency: usize,
     #[command(flatten)]
     pub vocabulary: VocabularyLimits,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -316,6 +336,8 @@ pub struct ImportAssignmentsArgs {
     /// How many chunks of 1,000 lines are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -339,6 +361,8 @@ pub struct ImportSuggestionsArgs {
     pub dead_after: i64,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -357,6 +381,8 @@ pub struct WikiArgs {
     pub wiki: String,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -371,6 +397,8 @@ pub struct PurgeArgs {
     pub dead_after: i64,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -390,6 +418,8 @@ pub struct RepairArgs {
     pub portal: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
 }
 
 /// The longest a minted token may be valid: 100 years.

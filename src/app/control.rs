@@ -247,24 +247,86 @@ impl Running {
 }
 
 async fn run_job(State(s): State<Arc<Served>>, headers: HeaderMap, body: Body) -> Response {
+    serve_job(&s, None, headers, body, u64::MAX).await
+}
+
+/// `POST /jobs` on the HTTP API (`--server URL` of the batch commands): the
+/// same jobs for callers with the admin or machine role, inputs up to
+/// `--max-job-input-bytes`.
+pub fn http_routes(
+    store: DynStore,
+    spool: PathBuf,
+    max_input: u64,
+) -> axum::Router<Arc<crate::edge::AppState>> {
+    let served = Arc::new(Served {
+        store,
+        spool,
+        next: std::sync::atomic::AtomicU64::new(1),
+    });
+    axum::Router::new().route(
+        "/jobs",
+        post(
+            move |crate::api::caller::Caller(caller): crate::api::caller::Caller,
+                  headers: HeaderMap,
+                  body: Body| async move {
+                serve_job(&served, Some(&caller), headers, body, max_input).await
+            },
+        ),
+    )
+}
+
+/// Where a server without a data directory (on Cassandra) spools inputs.
+pub fn temp_spool() -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("kartei-jobs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(dir)
+}
+
+/// Runs the job a request carries; `caller` (over HTTP) must hold one of
+/// the job's roles (the socket's callers are the data directory's owner).
+async fn serve_job(
+    s: &Served,
+    caller: Option<&crate::kernel::roles::Principal>,
+    headers: HeaderMap,
+    body: Body,
+    max_input: u64,
+) -> Response {
+    use crate::kernel::error::ApiError;
     let Some(job) = header(&headers, JOB_HEADER).and_then(|j| serde_json::from_str::<Job>(&j).ok())
     else {
-        return (
-            StatusCode::BAD_REQUEST,
-            "no job, or not one this server knows",
+        return ApiError::BadUserInput(
+            "no job, or not one this server knows (the kartei-job header)".into(),
         )
-            .into_response();
+        .into_response();
     };
+    if let Some(Err(e)) = caller.map(|c| c.require_any(job.roles())) {
+        return e.into_response();
+    }
     let input = if job.reads_input() {
         let n = s.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = s.spool.join(format!("{}-{n}.input", std::process::id()));
         let spooled = Spooled(path.clone());
-        if let Err(e) = spool(&path, body).await {
-            return (
-                StatusCode::BAD_REQUEST,
-                format!("the input did not arrive whole: {e}"),
-            )
+        match spool(&path, body, max_input).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::FileTooLarge => {
+                return ApiError::Limit {
+                    code: "JOB_INPUT_TOO_LARGE",
+                    status: 413,
+                    message: format!(
+                        "a job's input may have {max_input} bytes at most (--max-job-input-bytes); split it, or run the command on the server's machine"
+                    ),
+                }
                 .into_response();
+            }
+            Err(e) => {
+                return ApiError::BadUserInput(format!("the input did not arrive whole: {e}"))
+                    .into_response();
+            }
         }
         let shown = header(&headers, INPUT_HEADER).unwrap_or_else(|| "input".into());
         Some((
@@ -354,12 +416,18 @@ fn tokio_stream_of<T: Send + 'static>(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
-/// Writes the arriving input to `path` as it comes.
-async fn spool(path: &Path, body: Body) -> std::io::Result<()> {
+/// Writes the arriving input to `path` as it comes, `max` bytes at most
+/// (more: `FileTooLarge`).
+async fn spool(path: &Path, body: Body, max: u64) -> std::io::Result<()> {
     let mut file = tokio::fs::File::create(path).await?;
     let mut chunks = body.into_data_stream();
+    let mut arrived = 0u64;
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(std::io::Error::other)?;
+        arrived = arrived.saturating_add(chunk.len() as u64);
+        if arrived > max {
+            return Err(ErrorKind::FileTooLarge.into());
+        }
         file.write_all(&chunk).await?;
     }
     file.flush().await?;
@@ -427,23 +495,43 @@ async fn talk(holder: &Holder, job: &Job, input: Option<&Input>) -> anyhow::Resu
             .unwrap_or_default();
         return Err(Refused(String::from_utf8_lossy(&text).into_owned()).into());
     }
-    let mut pending = Vec::new();
+    let mut answer = Answer::default();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| anyhow::anyhow!("the server's answer broke off: {e}"))?;
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        pending.extend_from_slice(&data);
-        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-            let said: Said = serde_json::from_slice(&pending[..end])?;
-            pending.drain(..=end);
+        if let Some(code) = answer.take(&data)? {
+            return Ok(code);
+        }
+    }
+    anyhow::bail!(
+        "the server (pid {}) ended the job without an answer: it may have stopped; see its log",
+        holder.pid
+    )
+}
+
+/// A job's answer as it arrives: prints its lines, and ends with its exit
+/// status or its failure.
+#[derive(Default)]
+struct Answer {
+    pending: Vec<u8>,
+}
+
+impl Answer {
+    /// Takes the next piece; `Some` once the job has ended.
+    fn take(&mut self, data: &[u8]) -> anyhow::Result<Option<u8>> {
+        self.pending.extend_from_slice(data);
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let said: Said = serde_json::from_slice(&self.pending[..end])?;
+            self.pending.drain(..=end);
             match said {
                 Said::Line { stream, text } => match stream {
                     Stream::Out => println!("{text}"),
                     Stream::Err => eprintln!("{text}"),
                 },
                 Said::Alive { .. } => {}
-                Said::Exit { code } => return Ok(code),
+                Said::Exit { code } => return Ok(Some(code)),
                 Said::Failed { message, refused } => {
                     return Err(if refused {
                         Refused(message).into()
@@ -453,10 +541,89 @@ async fn talk(holder: &Holder, job: &Job, input: Option<&Input>) -> anyhow::Resu
                 }
             }
         }
+        Ok(None)
+    }
+}
+
+/// Hands `job` to the kartei server at `url` over its HTTP API (`POST
+/// /jobs`, a token with the admin or machine role) and prints what it says;
+/// the exit status the job ended with (130 when Ctrl-C stopped it).
+pub async fn hand_over_remote(
+    url: &str,
+    token: Option<&str>,
+    job: &Job,
+    input: Option<&Input>,
+) -> anyhow::Result<u8> {
+    let run = talk_remote(url, token, job, input);
+    tokio::select! {
+        r = run => r,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("cancelled: the server stops the job (an import that did not finish is never made current)");
+            Ok(130)
+        }
+    }
+}
+
+async fn talk_remote(
+    url: &str,
+    token: Option<&str>,
+    job: &Job,
+    input: Option<&Input>,
+) -> anyhow::Result<u8> {
+    use http_body_util::BodyExt;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let endpoint = format!("{}/jobs", url.trim_end_matches('/'));
+    let mut request = reqwest::Client::new()
+        .post(&endpoint)
+        .header(JOB_HEADER, b64(&serde_json::to_string(job)?))
+        .header(INPUT_HEADER, b64(input.map_or("", |i| i.shown.as_str())));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(i) = input {
+        request = request.body(reqwest::Body::wrap_stream(
+            upload(i).await?.into_data_stream(),
+        ));
+    }
+    let mut response = request
+        .send()
+        .await
+        .map_err(|e| Refused(format!("cannot reach the kartei server at {url}: {e}")))?;
+    let status = response.status();
+    if !status.is_success() {
+        let text = response.text().await.unwrap_or_default();
+        let why = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| {
+                let e = &v["error"];
+                Some(format!(
+                    "{} ({})",
+                    e["message"].as_str()?,
+                    e["code"].as_str()?
+                ))
+            })
+            .unwrap_or(text);
+        let hint = match status.as_u16() {
+            401 => {
+                "; give a token with KARTEI_TOKEN (`kartei token --role admin` where the server's secret is)"
+            }
+            403 => "; the token needs the admin or machine role",
+            _ => "",
+        };
+        return Err(Refused(format!("the server at {url} refused the job: {why}{hint}")).into());
+    }
+    let mut answer = Answer::default();
+    while let Some(data) = response
+        .chunk()
+        .await
+        .map_err(|e| anyhow::anyhow!("the server's answer broke off: {e}"))?
+    {
+        if let Some(code) = answer.take(&data)? {
+            return Ok(code);
+        }
     }
     anyhow::bail!(
-        "the server (pid {}) ended the job without an answer: it may have stopped; see its log",
-        holder.pid
+        "the server at {url} ended the job without an answer: it may have stopped; see its log"
     )
 }
 
@@ -469,7 +636,6 @@ type Upload = http_body_util::combinators::UnsyncBoxBody<Bytes, std::io::Error>;
 
 /// The input as a body streamed in pieces of 256 KiB, with a progress bar
 /// of the bytes handed over (on a terminal only).
-#[cfg(unix)]
 async fn upload(input: &Input) -> anyhow::Result<Upload> {
     use http_body_util::BodyExt;
     use tokio::io::AsyncReadExt;

@@ -67,6 +67,22 @@ impl Job {
         )
     }
 
+    /// Who may run it over HTTP: imports and reads with the machine or the
+    /// admin role (as the importers run locally), maintenance with admin only.
+    pub fn roles(&self) -> &'static [Role] {
+        match self {
+            Job::ImportVocabulary { .. }
+            | Job::ImportAssignments { .. }
+            | Job::ImportSuggestions { .. }
+            | Job::SuggestionsList { .. } => &[Role::Machine, Role::Admin],
+            Job::RepairViews { .. }
+            | Job::GcBinaries { .. }
+            | Job::RecheckBinaries
+            | Job::SuggestionsRollback { .. }
+            | Job::SuggestionsPurge { .. } => &[Role::Admin],
+        }
+    }
+
     /// Its command's name, as the command line spells it.
     pub fn name(&self) -> &'static str {
         match self {

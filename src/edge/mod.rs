@@ -37,6 +37,12 @@ use crate::kernel::metrics;
 /// Every route: GraphQL and the service routes here, each domain's REST
 /// routes merged in; then the body bounds, the bearer token read once, metrics.
 pub fn router(state: Arc<AppState>) -> Router {
+    router_with(state, Router::new())
+}
+
+/// [`router`] with `more` routes from above the edge (the batch jobs of
+/// `app::control`), behind the same token reading, bounds and metrics.
+pub fn router_with(state: Arc<AppState>, more: Router<Arc<AppState>>) -> Router {
     let body_limit = state.limits.max_body_bytes;
     let body_idle = Duration::from_secs(state.limits.body_timeout.max(1));
     let api = Router::new()
@@ -56,7 +62,8 @@ pub fn router(state: Arc<AppState>) -> Router {
             body_limit as u64,
             state.binaries.config().max_bytes,
         ))
-        .merge(crate::api::suggestions_rest::routes());
+        .merge(crate::api::suggestions_rest::routes())
+        .merge(more);
     let api = match cors(&state.edge) {
         Some(layer) => api.layer(layer),
         None => api,

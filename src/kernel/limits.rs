@@ -15,6 +15,10 @@ pub struct Limits {
     /// which only the body limit bounds).
     #[arg(long, env = "KARTEI_MAX_QUERY_BYTES", default_value_t = 64 << 10)]
     pub max_query_bytes: usize,
+    /// Largest input a batch job sent over HTTP (`POST /jobs`, a command's
+    /// `--server URL`) may have, in bytes (more: 413 JOB_INPUT_TOO_LARGE).
+    #[arg(long, env = "KARTEI_MAX_JOB_INPUT_BYTES", default_value_t = 16 << 30)]
+    pub max_job_input_bytes: u64,
     /// Deepest accepted GraphQL query.
     #[arg(long, env = "KARTEI_MAX_DEPTH", default_value_t = 12)]
     pub max_depth: usize,
@@ -79,6 +83,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: 1 << 20,
+            max_job_input_bytes: 16 << 30,
             max_query_bytes: 64 << 10,
             max_depth: 12,
             max_complexity: 20_000,

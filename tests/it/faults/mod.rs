@@ -9,6 +9,7 @@
 mod beside_a_server;
 mod disk;
 mod importers;
+mod remote;
 mod server_killed;
 mod uploads;
 

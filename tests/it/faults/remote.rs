@@ -1,0 +1,124 @@
+//! Batch commands against a server on another machine (issue 35): `--server
+//! URL` with a token runs the job over the HTTP API, on both engines, with
+//! the roles of the command line and a bound on the input.
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::json;
+
+use super::{
+    PORTAL, Server, Target, drop_keyspaces, kartei, own_keyspaces, post, token, vocabulary_file,
+};
+use crate::support::run;
+
+fn said(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `kartei ARGS --server URL` with `token` (in KARTEI_TOKEN, as operators
+/// give it); the store flags of `target` are there and unused.
+fn remote(args: &[&str], target: &Target, url: &str, token: Option<&str>) -> Output {
+    let mut c = kartei(args, target);
+    c.args(["--server", url]).env_remove("KARTEI_TOKEN");
+    if let Some(t) = token {
+        c.env("KARTEI_TOKEN", t);
+    }
+    c.output().unwrap()
+}
+
+fn story(dir: &Path, target: &Target) {
+    let server = Server::start_with(target, &["--max-job-input-bytes", "100000"]);
+    let url = server.url.clone();
+    let machine = token("importer", &["machine"]);
+    let admin = token("ada", &["admin"]);
+    let contributor = token("carla", &["contributor"]);
+    let vocabulary = vocabulary_file(dir, 40);
+    let file = vocabulary.to_str().unwrap();
+
+    let out = remote(&["import-vocabulary", file], target, &url, Some(&machine));
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("imported 49 records"), "{}", said(&out));
+    let portals = run(post(
+        &reqwest::Client::new(),
+        &url,
+        &admin,
+        "{ portals { id } }",
+        json!({}),
+    ))
+    .expect("the server answers");
+    assert!(portals.to_string().contains(PORTAL), "{portals}");
+
+    // Refusals say which and what to do; nothing runs.
+    for (who, code, hint) in [
+        (None, "UNAUTHENTICATED", "KARTEI_TOKEN"),
+        (Some(contributor.as_str()), "FORBIDDEN", "admin or machine"),
+    ] {
+        let out = remote(&["import-vocabulary", file], target, &url, who);
+        assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+        assert!(said(&out).contains(code), "{}", said(&out));
+        assert!(said(&out).contains(hint), "{}", said(&out));
+    }
+    // Maintenance is the admin's.
+    let out = remote(&["repair-views", "--check"], target, &url, Some(&machine));
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains("FORBIDDEN"), "{}", said(&out));
+    let out = remote(&["repair-views", "--check"], target, &url, Some(&admin));
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("0 differences"), "{}", said(&out));
+
+    // An input past --max-job-input-bytes ends where it arrives.
+    let big = dir.join("big.ndjson");
+    let lines: Vec<String> = (1..=2_000)
+        .map(|p| crate::suggestions::line(p, &format!("Gross {p}.jpg"), 0.7))
+        .collect();
+    std::fs::write(&big, lines.join("\n")).unwrap();
+    let out = remote(
+        &[
+            "import-suggestions",
+            "--wiki",
+            "frwiki",
+            big.to_str().unwrap(),
+        ],
+        target,
+        &url,
+        Some(&machine),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains("JOB_INPUT_TOO_LARGE"), "{}", said(&out));
+    assert!(
+        said(&out).contains("--max-job-input-bytes"),
+        "{}",
+        said(&out)
+    );
+    let out = remote(
+        &["suggestions", "list", "--wiki", "frwiki"],
+        target,
+        &url,
+        Some(&machine),
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(!said(&out).contains("(current)"), "{}", said(&out));
+    server.stop();
+}
+
+#[test]
+fn embedded_batch_commands_run_on_a_server_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    story(dir.path(), &Target::Dir(dir.path().join("data")));
+}
+
+#[test]
+fn cassandra_batch_commands_run_on_a_server_over_http() {
+    if crate::support::cassandra_off() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (set, target) = run(own_keyspaces());
+    story(dir.path(), &target);
+    run(drop_keyspaces(&set));
+}
