@@ -347,7 +347,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Batch jobs over HTTP (`--server URL`), spooled beside the embedded
     // store or in a private temporary directory.
     let spool = if embedded {
-        config.data_dir.join("jobs")
+        control::spool_dir(&config.data_dir)
     } else {
         control::temp_spool().map_err(|e| anyhow::anyhow!("cannot make a spool directory: {e}"))?
     };

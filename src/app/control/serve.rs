@@ -1,0 +1,278 @@
+//! The server's side: a job arrives (over the control socket or `POST
+//! /jobs`), its input is spooled, it runs, and its lines stream back.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+
+use super::{ALIVE_EVERY, INPUT_HEADER, JOB_HEADER, Said, header};
+use crate::app::jobs::{self, Console, Input, Job, Refused};
+use crate::store::DynStore;
+
+struct Served {
+    store: DynStore,
+    spool: PathBuf,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Served {
+    fn new(store: DynStore, spool: PathBuf) -> Arc<Served> {
+        Arc::new(Served {
+            store,
+            spool,
+            next: std::sync::atomic::AtomicU64::new(1),
+        })
+    }
+}
+
+/// The control socket's routes: `POST /jobs` for the data directory's owner.
+pub(super) fn socket_router(store: DynStore, spool: PathBuf) -> axum::Router {
+    axum::Router::new()
+        .route("/jobs", post(run_job))
+        .with_state(Served::new(store, spool))
+}
+fn line(said: &Said) -> Bytes {
+    let mut v = serde_json::to_vec(said).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+/// Removes a spooled input when the job is done with it, however it ends.
+struct Spooled(PathBuf);
+
+impl Drop for Spooled {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Stops the job when its answer is dropped (the command went away).
+struct AbortOnDrop(tokio::task::AbortHandle, Arc<Running>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if self.0.is_finished() {
+            // Ended on its own (it counted itself), or panicked.
+            self.1.end("failed");
+        } else {
+            tracing::info!("a handed-over job stopped: its command went away");
+            self.1.end("cancelled");
+        }
+        self.0.abort();
+    }
+}
+
+/// A job in `kartei_jobs_running` until it ends, counted once in
+/// `kartei_jobs_ended` with its outcome.
+struct Running {
+    kind: &'static str,
+    ended: std::sync::atomic::AtomicBool,
+}
+
+impl Running {
+    fn start(kind: &'static str) -> Arc<Running> {
+        crate::kernel::metrics::job_started(kind);
+        Arc::new(Running {
+            kind,
+            ended: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    fn end(&self, outcome: &'static str) {
+        if !self.ended.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            crate::kernel::metrics::job_ended(self.kind, outcome);
+        }
+    }
+}
+
+async fn run_job(State(s): State<Arc<Served>>, headers: HeaderMap, body: Body) -> Response {
+    serve_job(&s, None, headers, body, u64::MAX).await
+}
+
+/// `POST /jobs` on the HTTP API (`--server URL` of the batch commands): the
+/// same jobs for callers with the admin or machine role, inputs up to
+/// `--max-job-input-bytes`.
+pub fn http_routes(
+    store: DynStore,
+    spool: PathBuf,
+    max_input: u64,
+) -> axum::Router<Arc<crate::edge::AppState>> {
+    let served = Served::new(store, spool);
+    axum::Router::new().route(
+        "/jobs",
+        post(
+            move |crate::api::caller::Caller(caller): crate::api::caller::Caller,
+                  headers: HeaderMap,
+                  body: Body| async move {
+                serve_job(&served, Some(&caller), headers, body, max_input).await
+            },
+        ),
+    )
+}
+
+/// Where a server without a data directory (on Cassandra) spools inputs.
+pub fn temp_spool() -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("kartei-jobs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(dir)
+}
+
+/// Runs the job a request carries; `caller` (over HTTP) must hold one of
+/// the job's roles (the socket's callers are the data directory's owner).
+async fn serve_job(
+    s: &Served,
+    caller: Option<&crate::kernel::roles::Principal>,
+    headers: HeaderMap,
+    body: Body,
+    max_input: u64,
+) -> Response {
+    use crate::kernel::error::ApiError;
+    let Some(job) = header(&headers, JOB_HEADER).and_then(|j| serde_json::from_str::<Job>(&j).ok())
+    else {
+        return ApiError::BadUserInput(
+            "no job, or not one this server knows (the kartei-job header)".into(),
+        )
+        .into_response();
+    };
+    if let Some(Err(e)) = caller.map(|c| c.require_any(job.roles())) {
+        return e.into_response();
+    }
+    let input = if job.reads_input() {
+        let n = s.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = s.spool.join(format!("{}-{n}.input", std::process::id()));
+        let spooled = Spooled(path.clone());
+        match spool(&path, body, max_input).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::FileTooLarge => {
+                return ApiError::Limit {
+                    code: "JOB_INPUT_TOO_LARGE",
+                    status: 413,
+                    message: format!(
+                        "a job's input may have {max_input} bytes at most (--max-job-input-bytes); split it, or run the command on the server's machine"
+                    ),
+                }
+                .into_response();
+            }
+            Err(e) => {
+                return ApiError::BadUserInput(format!("the input did not arrive whole: {e}"))
+                    .into_response();
+            }
+        }
+        let shown = header(&headers, INPUT_HEADER).unwrap_or_else(|| "input".into());
+        Some((
+            Input {
+                path: Some(path),
+                shown,
+            },
+            spooled,
+        ))
+    } else {
+        None
+    };
+    tracing::info!(job = job.name(), "a batch command handed over its job");
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Said>();
+    let said = tx.clone();
+    let mut console = Console::new(move |stream, text| {
+        let _ = said.send(Said::Line { stream, text });
+    });
+    let store = s.store.clone();
+    let running = Running::start(job.name());
+    let ran = running.clone();
+    let task = tokio::spawn(async move {
+        let (input, spooled) = match input {
+            Some((i, s)) => (Some(i), Some(s)),
+            None => (None, None),
+        };
+        let name = job.name();
+        let outcome = jobs::run(job, store, input, &mut console).await;
+        drop(spooled);
+        ran.end(match &outcome {
+            Ok(0) => "done",
+            _ => "failed",
+        });
+        let _ = tx.send(match outcome {
+            Ok(code) => {
+                tracing::info!(job = name, code, "a handed-over job ended");
+                Said::Exit { code }
+            }
+            Err(e) => Said::Failed {
+                refused: e.is::<Refused>(),
+                message: format!("{e:#}"),
+            },
+        });
+    });
+    let guard = AbortOnDrop(task.abort_handle(), running);
+    let started = tokio::time::Instant::now();
+    let said = tokio_stream_of(rx);
+    let alive = futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(ALIVE_EVERY).await;
+        Some((
+            Said::Alive {
+                seconds: started.elapsed().as_secs(),
+            },
+            (),
+        ))
+    });
+    // The job's lines until it ends, with a sign of life every second; the
+    // guard goes with the stream, so a dropped answer stops the job.
+    // The end of the job's lines (`None`) also ends an answer whose job
+    // died without its exit line.
+    let said = said.map(Some).chain(futures::stream::once(async { None }));
+    let lines = futures::stream::select(said, alive.map(Some))
+        .scan(false, |ended, said| {
+            let out = match said {
+                _ if *ended => None,
+                Some(s) => {
+                    *ended = matches!(s, Said::Exit { .. } | Said::Failed { .. });
+                    Some(line(&s))
+                }
+                None => None,
+            };
+            futures::future::ready(out)
+        })
+        .map(move |b| {
+            let _ = &guard;
+            Ok::<_, std::io::Error>(b)
+        });
+    Response::builder()
+        .header("content-type", "application/x-ndjson")
+        .body(Body::from_stream(lines))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn tokio_stream_of<T: Send + 'static>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+) -> impl futures::Stream<Item = T> + Send {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Writes the arriving input to `path` as it comes, `max` bytes at most
+/// (more: `FileTooLarge`).
+async fn spool(path: &Path, body: Body, max: u64) -> std::io::Result<()> {
+    let mut file = tokio::fs::File::create(path).await?;
+    let mut chunks = body.into_data_stream();
+    let mut arrived = 0u64;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        arrived = arrived.saturating_add(chunk.len() as u64);
+        if arrived > max {
+            return Err(ErrorKind::FileTooLarge.into());
+        }
+        file.write_all(&chunk).await?;
+    }
+    file.flush().await?;
+    Ok(())
+}
