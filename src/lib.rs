@@ -31,18 +31,7 @@ pub const DEMO_VOCABULARY: &str = include_str!("../demo/vocabulary.ndjson");
 /// a queue to review.
 pub const DEMO_ASSIGNMENTS: &str = include_str!("../demo/assignments.ndjson");
 
-/// Every declared table, for schema checks and maintenance.
-pub fn tables() -> Vec<&'static store::Table> {
-    use domains::{assignments, binaries, crawl, suggestions, themes};
-    let mut all = themes::model::TABLES.to_vec();
-    all.extend(assignments::model::RELEASE_TABLES);
-    all.extend(assignments::model::TARGET_TABLES);
-    all.extend(assignments::events::TABLES);
-    all.extend(binaries::model::TABLES);
-    all.extend(suggestions::model::TABLES);
-    all.extend(crawl::model::TABLES);
-    all
-}
+pub use domains::tables;
 
 #[cfg(test)]
 mod tests {

@@ -5,19 +5,57 @@
 //! weights, the answer budget, the gate, batching, connections.
 
 pub mod assignment_events;
-pub mod assignments;
-pub mod binaries;
 pub mod binaries_rest;
 pub mod caller;
-pub mod crawl;
 pub mod graphql;
 pub mod iiif_rest;
 pub mod rest;
 pub mod schema;
 pub mod suggestion_loaders;
-pub mod suggestions;
 pub mod suggestions_rest;
 pub mod theme_loaders;
-pub mod themes;
 pub mod viewer;
 pub mod workers;
+
+/// Every domain's API, once: its module here, its service (resolvers find it
+/// in the schema's data) and its root fields, merged into one `Query` and
+/// one `Mutation`. A new domain is one more line.
+macro_rules! domain_apis {
+    ($($name:ident: $service:ty => $query:ident $(, $mutation:ident)?;)*) => {
+        $(pub mod $name;)*
+
+        /// The domain services the resolvers use (from the request's schema data).
+        #[derive(Clone)]
+        pub struct Services {
+            $(pub $name: $service,)*
+        }
+
+        impl Services {
+            /// Each service as schema data.
+            pub fn into_data<Q, M, S>(
+                self,
+                b: async_graphql::SchemaBuilder<Q, M, S>,
+            ) -> async_graphql::SchemaBuilder<Q, M, S> {
+                b$(.data(self.$name))*
+            }
+        }
+
+        // Every domain's root query fields (a doc comment would become a schema description).
+        #[derive(async_graphql::MergedObject, Default)]
+        pub struct Query(viewer::ViewerQuery, workers::WorkersQuery, $($name::$query,)*);
+
+        // Every domain's mutations.
+        #[derive(async_graphql::MergedObject, Default)]
+        pub struct Mutation($($($name::$mutation,)?)*);
+    };
+}
+
+use crate::domains;
+
+domain_apis! {
+    themes: domains::themes::service::Themes => ThemesQuery, ThemesMutation;
+    assignments: domains::assignments::service::Assignments => AssignmentsQuery, AssignmentsMutation;
+    binaries: domains::binaries::service::Binaries => BinariesQuery, BinariesMutation;
+    suggestions: domains::suggestions::service::Suggestions => SuggestionsQuery, SuggestionsMutation;
+    crawl: domains::crawl::service::Crawl => CrawlQuery, CrawlMutation;
+}

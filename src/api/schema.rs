@@ -2,57 +2,16 @@
 //! and Subscription, built with the engine's limits; the schema WebSocket
 //! operations run on; the printed SDL kept in `schema.graphql`.
 
-use async_graphql::{MergedObject, MergedSubscription, SDLExportOptions, Schema, SchemaBuilder};
+use async_graphql::{MergedSubscription, SDLExportOptions, Schema, SchemaBuilder};
 
-use crate::api::assignments::{AssignmentsMutation, AssignmentsQuery};
-use crate::api::binaries::{BinariesMutation, BinariesQuery};
-use crate::api::crawl::{CrawlMutation, CrawlQuery};
-use crate::api::suggestions::{SuggestionsMutation, SuggestionsQuery};
-use crate::api::themes::{ThemesMutation, ThemesQuery};
-use crate::domains::assignments::service::Assignments;
-use crate::domains::binaries::service::Binaries;
-use crate::domains::crawl::service::Crawl;
-use crate::domains::suggestions::service::Suggestions;
-use crate::domains::themes::service::Themes;
+pub use crate::api::{Mutation, Query, Services};
 use crate::kernel::limits::Limits;
-
-// Every domain's root query fields (a doc comment would become a schema description).
-#[derive(MergedObject, Default)]
-pub struct Query(
-    crate::api::viewer::ViewerQuery,
-    crate::api::workers::WorkersQuery,
-    ThemesQuery,
-    AssignmentsQuery,
-    BinariesQuery,
-    SuggestionsQuery,
-    CrawlQuery,
-);
-
-// Every domain's mutations.
-#[derive(MergedObject, Default)]
-pub struct Mutation(
-    ThemesMutation,
-    AssignmentsMutation,
-    BinariesMutation,
-    SuggestionsMutation,
-    CrawlMutation,
-);
 
 // Every domain's subscriptions.
 #[derive(MergedSubscription, Default)]
 pub struct Subscription(crate::api::assignment_events::AssignmentsSubscription);
 
 pub type KarteiSchema = Schema<Query, Mutation, Subscription>;
-
-/// The domain services the resolvers use (from the request's schema data).
-#[derive(Clone)]
-pub struct Services {
-    pub themes: Themes,
-    pub assignments: Assignments,
-    pub binaries: Binaries,
-    pub suggestions: Suggestions,
-    pub crawl: Crawl,
-}
 
 /// The schema over `services` (none: only to print the SDL).
 pub fn schema(services: Option<Services>, limits: &Limits) -> KarteiSchema {
@@ -84,12 +43,7 @@ fn finish(
     services: Option<Services>,
 ) -> KarteiSchema {
     if let Some(s) = services {
-        b = b
-            .data(s.themes)
-            .data(s.assignments)
-            .data(s.binaries)
-            .data(s.suggestions)
-            .data(s.crawl);
+        b = s.into_data(b);
     }
     b.finish()
 }

@@ -5,9 +5,25 @@
 //! assignments -> themes (the vocabulary a suggestion names), binaries -> web
 //! (the safe fetcher), crawl -> binaries and web (it fetches their bodies).
 
-pub mod assignments;
-pub mod binaries;
-pub mod crawl;
-pub mod suggestions;
-pub mod themes;
-pub mod web;
+/// Every domain, once: its module, and its `TABLES` in [`tables`]. A new
+/// domain is one more name here (themes first: the server probes its first
+/// table to know the store answers).
+macro_rules! domains {
+    ($($name:ident),* $(,)?) => {
+        $(pub mod $name;)*
+
+        /// Every declared table, for schema checks and maintenance.
+        pub fn tables() -> Vec<&'static crate::store::Table> {
+            [$($name::TABLES),*].concat().concat()
+        }
+    };
+}
+
+domains! {
+    themes,
+    assignments,
+    binaries,
+    suggestions,
+    crawl,
+    web,
+}

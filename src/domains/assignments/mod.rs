@@ -8,3 +8,7 @@ pub mod import;
 pub mod model;
 pub mod repair;
 pub mod service;
+
+/// This domain's tables, for [`crate::domains::tables`].
+pub static TABLES: &[&[&crate::store::Table]] =
+    &[model::RELEASE_TABLES, model::TARGET_TABLES, events::TABLES];

@@ -7,3 +7,6 @@ pub mod imaging;
 pub mod model;
 pub mod render_budget;
 pub mod service;
+
+/// This domain's tables, for [`crate::domains::tables`].
+pub static TABLES: &[&[&crate::store::Table]] = &[model::TABLES];

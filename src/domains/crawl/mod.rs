@@ -23,3 +23,6 @@ mod outcomes;
 pub mod robots;
 pub mod service;
 mod state;
+
+/// This domain's tables, for [`crate::domains::tables`].
+pub static TABLES: &[&[&crate::store::Table]] = &[model::TABLES];

@@ -6,3 +6,6 @@
 pub mod import;
 pub mod model;
 pub mod service;
+
+/// This domain's tables, for [`crate::domains::tables`].
+pub static TABLES: &[&[&crate::store::Table]] = &[model::TABLES];

@@ -5,3 +5,6 @@ pub mod import;
 pub mod model;
 pub mod search;
 pub mod service;
+
+/// This domain's tables, for [`crate::domains::tables`].
+pub static TABLES: &[&[&crate::store::Table]] = &[model::TABLES];

@@ -16,3 +16,6 @@ pub use client::{
     retry_after,
 };
 pub use secrets::{MAX_HEADER_BYTES, MAX_HEADERS, is_secret_header, strip_credentials};
+
+/// The fetcher keeps nothing in the store.
+pub static TABLES: &[&[&crate::store::Table]] = &[];
