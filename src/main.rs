@@ -157,7 +157,14 @@ async fn batch(
         return Ok(ExitCode::from(code));
     }
     let store = open_store(&config).await?;
-    let code = jobs::run(job, store, input, &mut Console::terminal()).await?;
+    let code = jobs::run(
+        job,
+        store,
+        input,
+        &mut Console::terminal(),
+        &jobs::local_user(),
+    )
+    .await?;
     Ok(ExitCode::from(code))
 }
 

@@ -21,11 +21,12 @@ use crate::kernel::roles::Principal;
 pub const MAX_STREAMS: usize = 10_000;
 static OPEN: AtomicUsize = AtomicUsize::new(0);
 
-/// Holds one of the `MAX_STREAMS` places while its stream lives.
-struct Place;
+/// Holds one of the `MAX_STREAMS` places while its stream lives (every
+/// subscription's stream holds one).
+pub(crate) struct Place;
 
 impl Place {
-    fn take() -> Result<Place, ApiError> {
+    pub(crate) fn take() -> Result<Place, ApiError> {
         if OPEN.fetch_add(1, Ordering::SeqCst) >= MAX_STREAMS {
             OPEN.fetch_sub(1, Ordering::SeqCst);
             return Err(ApiError::Unavailable);

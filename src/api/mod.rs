@@ -58,4 +58,5 @@ domain_apis! {
     binaries: domains::binaries::service::Binaries => BinariesQuery, BinariesMutation;
     suggestions: domains::suggestions::service::Suggestions => SuggestionsQuery, SuggestionsMutation;
     crawl: domains::crawl::service::Crawl => CrawlQuery, CrawlMutation;
+    jobs: domains::jobs::service::Jobs => JobsQuery;
 }

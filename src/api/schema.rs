@@ -9,7 +9,10 @@ use crate::kernel::limits::Limits;
 
 // Every domain's subscriptions.
 #[derive(MergedSubscription, Default)]
-pub struct Subscription(crate::api::assignment_events::AssignmentsSubscription);
+pub struct Subscription(
+    crate::api::assignment_events::AssignmentsSubscription,
+    crate::api::jobs::JobsSubscription,
+);
 
 pub type KarteiSchema = Schema<Query, Mutation, Subscription>;
 

@@ -9,7 +9,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use crate::domains::assignments::{self, service::Assignments};
+use crate::domains::jobs::model::JobState;
+use crate::domains::jobs::service::{Jobs, Tracked};
 use crate::domains::suggestions::service::Suggestions;
 use crate::domains::themes::{import as vocabulary, service::Themes};
 use crate::kernel::ndjson::BadLines;
@@ -121,16 +126,37 @@ impl Input {
         }
     }
 
-    fn open(&self) -> anyhow::Result<(Box<dyn std::io::Read + Send>, usize)> {
-        match &self.path {
-            None => Ok((Box::new(std::io::stdin()), 0)),
+    /// Its size, when it is a file.
+    fn size(&self) -> Option<u64> {
+        std::fs::metadata(self.path.as_ref()?).ok().map(|m| m.len())
+    }
+
+    /// The reader, adding what it reads to `read`, and the size (0 unknown).
+    fn open(&self, read: Arc<AtomicU64>) -> anyhow::Result<(Box<dyn std::io::Read + Send>, usize)> {
+        let (inner, size): (Box<dyn std::io::Read + Send>, usize) = match &self.path {
+            None => (Box::new(std::io::stdin()), 0),
             Some(p) => {
                 let file = std::fs::File::open(p)
                     .map_err(|e| Refused(format!("cannot read {}: {e}", self.shown)))?;
                 let size = file.metadata().map(|m| m.len() as usize).unwrap_or(0);
-                Ok((Box::new(file), size))
+                (Box::new(file), size)
             }
-        }
+        };
+        Ok((Box::new(Counting { inner, read }), size))
+    }
+}
+
+/// A reader that counts what passes (a job's progress).
+struct Counting {
+    inner: Box<dyn std::io::Read + Send>,
+    read: Arc<AtomicU64>,
+}
+
+impl std::io::Read for Counting {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
     }
 }
 
@@ -154,37 +180,61 @@ pub enum Stream {
     Err,
 }
 
-/// Where a job's lines go.
-pub struct Console(Box<dyn FnMut(Stream, String) + Send>);
+/// Where a job's lines go: a terminal or a handed-over command, and the
+/// job's record.
+pub struct Console {
+    say: Box<dyn FnMut(Stream, String) + Send>,
+    record: Option<Arc<Tracked>>,
+}
 
 impl Console {
     /// The process's own stdout and stderr.
     pub fn terminal() -> Console {
-        Console(Box::new(|stream, line| match stream {
+        Console::new(|stream, line| match stream {
             Stream::Out => println!("{line}"),
             Stream::Err => eprintln!("{line}"),
-        }))
+        })
     }
 
     pub fn new(say: impl FnMut(Stream, String) + Send + 'static) -> Console {
-        Console(Box::new(say))
+        Console {
+            say: Box::new(say),
+            record: None,
+        }
+    }
+
+    fn line(&mut self, stream: Stream, line: String) {
+        if let Some(r) = &self.record {
+            r.said(&line);
+        }
+        (self.say)(stream, line);
     }
 
     pub fn out(&mut self, line: impl Into<String>) {
-        (self.0)(Stream::Out, line.into());
+        self.line(Stream::Out, line.into());
     }
 
     pub fn err(&mut self, line: impl Into<String>) {
-        (self.0)(Stream::Err, line.into());
+        self.line(Stream::Err, line.into());
     }
 
     /// The bad lines kept, `file:line: reason`, and how many more there were.
     fn bad_lines(&mut self, shown: &str, errors: &BadLines) {
         for (line, msg) in errors.iter() {
-            self.err(format!("{shown}:{line}: {msg}"));
+            let line = format!("{shown}:{line}: {msg}");
+            if let Some(r) = &self.record {
+                r.bad_line(&line);
+            }
+            (self.say)(Stream::Err, line);
         }
         if errors.dropped() > 0 {
-            self.err(format!("... and {} more bad lines", errors.dropped()));
+            if let Some(r) = &self.record {
+                r.more_bad_lines(errors.dropped() as u64);
+            }
+            (self.say)(
+                Stream::Err,
+                format!("... and {} more bad lines", errors.dropped()),
+            );
         }
     }
 }
@@ -193,26 +243,112 @@ fn failed(e: crate::kernel::error::ApiError) -> anyhow::Error {
     anyhow::anyhow!(e.message())
 }
 
-/// Runs `job` on `store`; the exit status the command ends with (0 done,
-/// 1 done with bad lines or not published).
+/// Who runs a command on this machine: `local:<user>`.
+pub fn local_user() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| uid().map_or_else(|| "unknown".into(), |u| format!("uid {u}")));
+    format!("local:{user}")
+}
+
+/// This process's user id, where the system says (no `USER` in a service's
+/// environment).
+fn uid() -> Option<u32> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Runs `job` on `store` for `started_by`, recorded in the jobs table from
+/// start to end (`domains::jobs`); the exit status the command ends with
+/// (0 done, 1 done with bad lines or not published).
 pub async fn run(
     job: Job,
     store: DynStore,
     input: Option<Input>,
     console: &mut Console,
+    started_by: &str,
 ) -> anyhow::Result<u8> {
-    let input = match (job.reads_input(), input) {
-        (true, Some(i)) => Some(i),
-        (true, None) => return Err(Refused(format!("{} needs a file", job.name())).into()),
-        (false, _) => None,
+    let input = checked_input(&job, input)?;
+    let shown = input.as_ref().map(|i| i.shown.clone());
+    let size = input.as_ref().and_then(Input::size);
+    let record = begin(&job, &store, shown, size, started_by).await?;
+    run_recorded(job, store, input, console, record).await
+}
+
+/// The input a job needs: refused when it reads one and has none.
+fn checked_input(job: &Job, input: Option<Input>) -> anyhow::Result<Option<Input>> {
+    match (job.reads_input(), input) {
+        (true, Some(i)) => Ok(Some(i)),
+        (true, None) => Err(Refused(format!("{} needs a file", job.name())).into()),
+        (false, _) => Ok(None),
+    }
+}
+
+/// Records `job` as started by `started_by`, its input named `shown`, of
+/// `size` bytes when known (a server records a handed-over job as its
+/// input begins to arrive).
+pub async fn begin(
+    job: &Job,
+    store: &DynStore,
+    shown: Option<String>,
+    size: Option<u64>,
+    started_by: &str,
+) -> Result<Arc<Tracked>, crate::store::StoreError> {
+    Ok(Arc::new(
+        Jobs::new(store.clone())
+            .begin(job.name(), started_by, shown, size)
+            .await?,
+    ))
+}
+
+/// Runs a job recorded with [`begin`] and records how it ended.
+pub async fn run_recorded(
+    job: Job,
+    store: DynStore,
+    input: Option<Input>,
+    console: &mut Console,
+    record: Arc<Tracked>,
+) -> anyhow::Result<u8> {
+    let input = checked_input(&job, input)?;
+    record.reading(input.as_ref().and_then(Input::size));
+    console.record = Some(record.clone());
+    let outcome = execute(job, store, input, console, record.bytes()).await;
+    console.record = None;
+    let (state, code) = match &outcome {
+        Ok(0) => (JobState::Done, Some(0)),
+        Ok(code) => (JobState::Failed, Some(i32::from(*code))),
+        Err(e) => {
+            record.said(&format!("error: {e:#}"));
+            (JobState::Failed, None)
+        }
     };
+    if let Err(e) = record.end(state, code).await {
+        tracing::warn!(error = %e, "how a job ended was not recorded");
+    }
+    outcome
+}
+
+async fn execute(
+    job: Job,
+    store: DynStore,
+    input: Option<Input>,
+    console: &mut Console,
+    read: Arc<AtomicU64>,
+) -> anyhow::Result<u8> {
     match job {
         Job::ImportVocabulary {
             concurrency,
             max_category_depth,
         } => {
             let input = input.unwrap_or_else(|| unreachable!("checked above"));
-            let (read, _) = input.open()?;
+            let (read, _) = input.open(read)?;
             let themes = Themes::new(store).with_max_category_depth(max_category_depth);
             let report =
                 vocabulary::import(&themes, std::io::BufReader::new(read), concurrency).await?;
@@ -225,7 +361,7 @@ pub async fn run(
             concurrency,
         } => {
             let input = input.unwrap_or_else(|| unreachable!("checked above"));
-            let (read, size) = input.open()?;
+            let (read, size) = input.open(read)?;
             let report = assignments::import::import(
                 &Assignments::new(store),
                 &creator,
@@ -253,7 +389,7 @@ pub async fn run(
         } => {
             use crate::domains::suggestions::import::{ImportOptions, import};
             let input = input.unwrap_or_else(|| unreachable!("checked above"));
-            let (read, size) = input.open()?;
+            let (read, size) = input.open(read)?;
             // The name the operator gave (a handed-over input is read from
             // a spooled copy).
             let source = Path::new(&input.shown)

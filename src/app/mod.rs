@@ -18,6 +18,7 @@ use crate::domains::binaries::imaging::ImagingLimits;
 use crate::domains::binaries::render_budget::RenderLimits;
 use crate::domains::binaries::service::{Binaries, BinaryConfig};
 use crate::domains::crawl::service::{Crawl, CrawlConfig, Links};
+use crate::domains::jobs::service::Jobs;
 use crate::domains::suggestions::service::Suggestions;
 use crate::domains::themes::service::Themes;
 use crate::domains::web::{FetchLimits, FetchPolicy, Fetcher};
@@ -49,7 +50,7 @@ impl App {
         let suggestions = Suggestions::new(store.clone());
         let assignments = Assignments::new(store.clone())
             .with_feed(feed(&limits.feed))
-            .with_clock(clock);
+            .with_clock(clock.clone());
         assignments.events().spawn_tail(Duration::from_millis(250));
         let services = Services {
             themes: themes.clone(),
@@ -57,6 +58,7 @@ impl App {
             binaries: binaries.clone(),
             suggestions: suggestions.clone(),
             crawl: crawl.clone(),
+            jobs: sweep(Jobs::new(store.clone()).with_clock(clock)),
         };
         let schema = schema(Some(services.clone()), &limits);
         let live_schema = live_schema(services, &limits);
@@ -91,6 +93,22 @@ impl App {
             self.crawl.workers().clone(),
         ]
     }
+}
+
+/// Marks the jobs whose process died as interrupted, in the background.
+fn sweep(jobs: Jobs) -> Jobs {
+    let sweeping = jobs.clone();
+    tokio::spawn(async move {
+        match sweeping.sweep_interrupted().await {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!(
+                jobs = n,
+                "jobs whose process stopped are marked interrupted"
+            ),
+            Err(e) => tracing::warn!(error = %e, "jobs whose process stopped could not be marked"),
+        }
+    });
+    jobs
 }
 
 /// The change feed's settings the flags describe.

@@ -26,4 +26,5 @@ domains! {
     suggestions,
     crawl,
     web,
+    jobs,
 }

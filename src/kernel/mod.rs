@@ -38,6 +38,34 @@ pub fn check_id(what: &str, id: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// Whether a process with this id runs on this machine.
+#[cfg(unix)]
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    #[allow(unsafe_code)]
+    // SAFETY: signal 0 only asks whether the process exists; nothing is sent.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Whether a process with this id runs on this machine (unknown here: no).
+#[cfg(not(unix))]
+pub fn process_alive(_pid: u32) -> bool {
+    false
+}
+
+/// This machine's name (for records of who did what where).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_owned())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
 /// A random URL-safe id of `n` base62 characters (about 5.95 bits each).
 pub fn random_id(n: usize) -> String {
     const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

@@ -4,7 +4,7 @@
 
 use axum::body::Bytes;
 
-use super::{Holder, INPUT_HEADER, JOB_HEADER, Said, encode};
+use super::{Holder, INPUT_HEADER, JOB_HEADER, Said, USER_HEADER, encode};
 use crate::app::jobs::{Input, Job, Refused, Stream};
 
 /// Hands `job` to the server `holder` names and prints what it says; the
@@ -27,11 +27,13 @@ async fn until_ctrl_c(talk: impl Future<Output = anyhow::Result<u8>>) -> anyhow:
     }
 }
 
-/// The job's two headers: the job itself and the input's name as typed.
-fn job_headers(job: &Job, input: Option<&Input>) -> anyhow::Result<[(&'static str, String); 2]> {
+/// The job's headers: the job itself, the input's name as typed, and who
+/// runs the command.
+fn job_headers(job: &Job, input: Option<&Input>) -> anyhow::Result<[(&'static str, String); 3]> {
     Ok([
         (JOB_HEADER, encode(&serde_json::to_string(job)?)),
         (INPUT_HEADER, encode(input.map_or("", |i| i.shown.as_str()))),
+        (USER_HEADER, encode(&crate::app::jobs::local_user())),
     ])
 }
 

@@ -47,6 +47,9 @@ pub fn spool_dir(dir: &Path) -> PathBuf {
 const JOB_HEADER: &str = "kartei-job";
 /// The header that carries the input's name, as the operator typed it (base64).
 const INPUT_HEADER: &str = "kartei-input";
+/// The header that names who runs the command (`local:<user>`, base64);
+/// believed on the owner-only socket, ignored over HTTP (the token says).
+const USER_HEADER: &str = "kartei-user";
 /// How often a running job's answer says it is alive (so a command that
 /// went away is noticed within about this long).
 const ALIVE_EVERY: Duration = Duration::from_secs(1);
@@ -67,7 +70,7 @@ pub struct Holder {
 pub fn holder(dir: &Path) -> Option<Holder> {
     let text = std::fs::read_to_string(dir.join(SERVER_FILE)).ok()?;
     let holder: Holder = serde_json::from_str(&text).ok()?;
-    (alive(holder.pid) && answers(&holder.socket)).then_some(holder)
+    (crate::kernel::process_alive(holder.pid) && answers(&holder.socket)).then_some(holder)
 }
 
 #[cfg(unix)]
@@ -77,22 +80,6 @@ fn answers(socket: &Path) -> bool {
 
 #[cfg(not(unix))]
 fn answers(_socket: &Path) -> bool {
-    false
-}
-
-#[cfg(unix)]
-fn alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    #[allow(unsafe_code)]
-    // SAFETY: signal 0 only asks whether the process exists; nothing is sent.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-#[cfg(not(unix))]
-fn alive(_pid: u32) -> bool {
     false
 }
 

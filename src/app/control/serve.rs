@@ -13,8 +13,9 @@ use axum::routing::post;
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use super::{ALIVE_EVERY, INPUT_HEADER, JOB_HEADER, Said, header};
+use super::{ALIVE_EVERY, INPUT_HEADER, JOB_HEADER, Said, USER_HEADER, header};
 use crate::app::jobs::{self, Console, Input, Job, Refused};
+use crate::domains::jobs::model::JobState;
 use crate::store::DynStore;
 
 struct Served {
@@ -150,28 +151,54 @@ async fn serve_job(
     if let Some(Err(e)) = caller.map(|c| c.require_any(job.roles())) {
         return e.into_response();
     }
-    let input = if job.reads_input() {
+    let started_by = match caller {
+        Some(c) => c
+            .sub
+            .clone()
+            .unwrap_or_else(|| "a token without a subject".into()),
+        None => header(&headers, USER_HEADER).unwrap_or_else(|| "local".into()),
+    };
+    // Recorded as its input begins to arrive, so that a long upload is seen.
+    let shown = job
+        .reads_input()
+        .then(|| header(&headers, INPUT_HEADER).unwrap_or_else(|| "input".into()));
+    let length = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let record = match jobs::begin(&job, &s.store, shown.clone(), length, &started_by).await {
+        Ok(r) => r,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let input = if let Some(shown) = shown {
         let n = s.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = s.spool.join(format!("{}-{n}.input", std::process::id()));
         let spooled = Spooled(path.clone());
-        match spool(&path, body, max_input).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::FileTooLarge => {
-                return ApiError::Limit {
-                    code: "JOB_INPUT_TOO_LARGE",
-                    status: 413,
-                    message: format!(
-                        "a job's input may have {max_input} bytes at most (--max-job-input-bytes); split it, or run the command on the server's machine"
-                    ),
-                }
-                .into_response();
+        if let Err(e) = spool(&path, body, max_input, &record.bytes()).await {
+            // Too large is refused; an input that stopped arriving was
+            // given up by its command (Ctrl-C, or the connection broke).
+            let (refusal, ended) = if e.kind() == ErrorKind::FileTooLarge {
+                (
+                    ApiError::Limit {
+                        code: "JOB_INPUT_TOO_LARGE",
+                        status: 413,
+                        message: format!(
+                            "a job's input may have {max_input} bytes at most (--max-job-input-bytes); split it, or run the command on the server's machine"
+                        ),
+                    },
+                    JobState::Failed,
+                )
+            } else {
+                (
+                    ApiError::BadUserInput(format!("the input did not arrive whole: {e}")),
+                    JobState::Cancelled,
+                )
+            };
+            record.said(&refusal.message());
+            if let Err(e) = record.end(ended, None).await {
+                tracing::warn!(error = %e, "how a job ended was not recorded");
             }
-            Err(e) => {
-                return ApiError::BadUserInput(format!("the input did not arrive whole: {e}"))
-                    .into_response();
-            }
+            return refusal.into_response();
         }
-        let shown = header(&headers, INPUT_HEADER).unwrap_or_else(|| "input".into());
         Some((
             Input {
                 path: Some(path),
@@ -182,7 +209,7 @@ async fn serve_job(
     } else {
         None
     };
-    tracing::info!(job = job.name(), "a batch command handed over its job");
+    tracing::info!(job = job.name(), %started_by, "a batch command handed over its job");
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Said>();
     let said = tx.clone();
     let mut console = Console::new(move |stream, text| {
@@ -197,7 +224,7 @@ async fn serve_job(
             None => (None, None),
         };
         let name = job.name();
-        let outcome = jobs::run(job, store, input, &mut console).await;
+        let outcome = jobs::run_recorded(job, store, input, &mut console, record).await;
         drop(spooled);
         ran.end(match &outcome {
             Ok(0) => "done",
@@ -260,8 +287,13 @@ fn tokio_stream_of<T: Send + 'static>(
 }
 
 /// Writes the arriving input to `path` as it comes, `max` bytes at most
-/// (more: `FileTooLarge`).
-async fn spool(path: &Path, body: Body, max: u64) -> std::io::Result<()> {
+/// (more: `FileTooLarge`), counting them in `counted`.
+async fn spool(
+    path: &Path,
+    body: Body,
+    max: u64,
+    counted: &std::sync::atomic::AtomicU64,
+) -> std::io::Result<()> {
     let mut file = tokio::fs::File::create(path).await?;
     let mut chunks = body.into_data_stream();
     let mut arrived = 0u64;
@@ -272,6 +304,7 @@ async fn spool(path: &Path, body: Body, max: u64) -> std::io::Result<()> {
             return Err(ErrorKind::FileTooLarge.into());
         }
         file.write_all(&chunk).await?;
+        counted.store(arrived, std::sync::atomic::Ordering::Relaxed);
     }
     file.flush().await?;
     Ok(())

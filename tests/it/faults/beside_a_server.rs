@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::{PORTAL, Server, Target, kartei, post, token, vocabulary_file};
+use super::{PORTAL, Server, Target, kartei, listed_jobs, post, run_job, token, vocabulary_file};
 use crate::support::run;
 
 fn said(out: &Output) -> String {
@@ -55,6 +55,26 @@ fn current_dataset(target: &Target, wiki: &str) -> Option<String> {
         .lines()
         .find(|l| l.contains("(current)"))
         .map(|l| l.to_owned())
+}
+
+/// An `import-suggestions` from standard input that has sent `lines` lines
+/// and waits for more: the command, and its input to end or drop.
+fn import_without_end(
+    target: &Target,
+    lines: i32,
+) -> (std::process::Child, std::process::ChildStdin) {
+    let mut slow = kartei(&["import-suggestions", "--wiki", "dewiki", "-"], target)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = slow.stdin.take().unwrap();
+    for page in 1..=lines {
+        writeln!(stdin, "{}", crate::suggestions::line(page, "Neu.jpg", 0.5)).unwrap();
+    }
+    stdin.flush().unwrap();
+    (slow, stdin)
 }
 
 #[test]
@@ -138,17 +158,7 @@ fn batch_commands_hand_their_jobs_to_the_server_that_holds_the_data_directory() 
 
     // Ctrl-C while the input still arrives: the server stops the job, and
     // no new dataset becomes current.
-    let mut slow = kartei(&["import-suggestions", "--wiki", "dewiki", "-"], &target)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = slow.stdin.take().unwrap();
-    for page in 1..=20 {
-        writeln!(stdin, "{}", crate::suggestions::line(page, "Neu.jpg", 0.5)).unwrap();
-    }
-    stdin.flush().unwrap();
+    let (slow, stdin) = import_without_end(&target, 20);
     // Once the server spools the input, the command waits for Ctrl-C.
     let spool = dir.path().join("data").join("jobs");
     let waited = std::time::Instant::now();
@@ -159,6 +169,26 @@ fn batch_commands_hand_their_jobs_to_the_server_that_holds_the_data_directory() 
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The running job is listed, and an editor can follow it to its end.
+    let running = run_job(&http, &server.url, &editor, "import-suggestions", "RUNNING");
+    assert!(
+        running["startedBy"].as_str().unwrap().starts_with("local:"),
+        "{running}"
+    );
+    assert_eq!(running["input"], "stdin", "{running}");
+    let (mut ws, acked) = run(crate::live::connect(&server.url, Some(&editor)));
+    assert!(acked);
+    run(crate::live::subscribe(
+        &mut ws,
+        "p",
+        "subscription($id: ID!) { jobProgress(id: $id) { state bytesRead } }",
+        json!({"id": running["id"]}),
+    ));
+    let first = run(crate::live::next_message(&mut ws)).expect("the job as it is");
+    assert_eq!(
+        first["payload"]["data"]["jobProgress"]["state"], "RUNNING",
+        "{first}"
+    );
     let status = std::process::Command::new("kill")
         .args(["-INT", &slow.id().to_string()])
         .status()
@@ -168,6 +198,20 @@ fn batch_commands_hand_their_jobs_to_the_server_that_holds_the_data_directory() 
     let out = slow.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", said(&out));
     assert!(said(&out).contains("cancelled"), "{}", said(&out));
+    // The subscription's last item is how the job ended; then it completes.
+    let mut last = first;
+    loop {
+        let m = run(crate::live::next_message(&mut ws)).expect("the job until it ends");
+        if m["type"] == "complete" {
+            break;
+        }
+        assert_eq!(m["type"], "next", "{m}");
+        last = m;
+    }
+    assert_eq!(
+        last["payload"]["data"]["jobProgress"]["state"], "CANCELLED",
+        "{last}"
+    );
     assert_eq!(current_dataset(&target, "dewiki").as_ref(), Some(&current));
     assert_eq!(
         std::fs::read_dir(dir.path().join("data").join("jobs"))
@@ -230,6 +274,76 @@ fn batch_commands_hand_their_jobs_to_the_server_that_holds_the_data_directory() 
         assert!(metrics.contains(counted), "{counted} in\n{metrics}");
     }
 
+    // Every job is recorded: who ran it, its input, how far it read, its
+    // bad lines and how it ended, newest first; for editors only.
+    let jobs = listed_jobs(&http, &server.url, &editor);
+    assert_eq!(jobs[0]["kind"], "repair-views", "{jobs:#?}");
+    assert_eq!(jobs[0]["state"], "DONE");
+    assert!(
+        jobs[0]["result"][0]
+            .as_str()
+            .unwrap()
+            .contains("0 differences"),
+        "{jobs:#?}"
+    );
+    let find = |kind: &str, state: &str| {
+        jobs.iter()
+            .find(|j| j["kind"] == kind && j["state"] == state)
+            .unwrap_or_else(|| panic!("no {state} {kind} in {jobs:#?}"))
+            .clone()
+    };
+    let switched = find("import-suggestions", "DONE");
+    assert!(
+        switched["input"]
+            .as_str()
+            .unwrap()
+            .ends_with("first.ndjson.gz"),
+        "{switched}"
+    );
+    assert_eq!(switched["progress"], 1.0, "{switched}");
+    assert_eq!(switched["errorCount"], 0.0, "{switched}");
+    assert_eq!(switched["exitCode"], 0, "{switched}");
+    let refused = find("import-suggestions", "FAILED");
+    assert_eq!(refused["exitCode"], 1, "{refused}");
+    assert!(
+        refused["errors"][0].as_str().unwrap().contains(":250: "),
+        "{refused}"
+    );
+    find("import-suggestions", "CANCELLED");
+    let bad = find("import-vocabulary", "FAILED");
+    assert_eq!(bad["errorCount"], 2.0, "{bad}");
+    assert!(
+        bad["errors"][1]
+            .as_str()
+            .unwrap()
+            .contains("bad.ndjson:2: "),
+        "{bad}"
+    );
+    let good = find("import-vocabulary", "DONE");
+    assert!(
+        good["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("imported 49 records")),
+        "{good}"
+    );
+    assert!(
+        jobs.iter()
+            .all(|j| j["startedBy"].as_str().unwrap().starts_with("local:")),
+        "{jobs:#?}"
+    );
+    let anonymous = run(http
+        .post(format!("{}/graphql", server.url))
+        .json(&json!({"query": "{ jobs { id } }"}))
+        .send())
+    .unwrap();
+    let anonymous: serde_json::Value = run(anonymous.json()).unwrap();
+    assert_eq!(
+        anonymous["errors"][0]["extensions"]["code"], "UNAUTHENTICATED",
+        "{anonymous}"
+    );
+
     // Stopped, the server takes its socket and its name away; the same
     // command then runs on its own.
     server.stop();
@@ -246,7 +360,15 @@ fn a_server_killed_outright_leaves_no_claim_on_its_data_directory() {
     let server = Server::start(&target);
     let data = dir.path().join("data");
     assert!(data.join("kartei.server").exists());
+    // A job runs in it when it dies.
+    let (slow, stdin) = import_without_end(&target, 1);
+    let http = reqwest::Client::new();
+    let admin = token("root", &["admin"]);
+    run_job(&http, &server.url, &admin, "import-suggestions", "RUNNING");
     server.kill();
+    drop(stdin);
+    let out = slow.wait_with_output().unwrap();
+    assert!(!out.status.success(), "{}", said(&out));
     // Its file names a process that is gone: commands run alone, and a new
     // server starts and takes the directory over.
     let out = ok(&["repair-views", "--check"], &target);
@@ -258,5 +380,15 @@ fn a_server_killed_outright_leaves_no_claim_on_its_data_directory() {
         &target,
     );
     assert!(out.contains(&format!("pid {}", again.child.id())), "{out}");
+    // The new server marked the job its predecessor died in as interrupted,
+    // never done.
+    let interrupted = run_job(
+        &http,
+        &again.url,
+        &admin,
+        "import-suggestions",
+        "INTERRUPTED",
+    );
+    assert!(interrupted["exitCode"].is_null(), "{interrupted}");
     again.stop();
 }

@@ -457,3 +457,33 @@ fn assert_same(
         }
     }
 }
+
+const JOBS: &str = "{ jobs(first: 50) { id kind state startedBy input progress errorCount errors result exitCode } }";
+
+/// The jobs listed to `token`, newest first.
+fn listed_jobs(http: &reqwest::Client, url: &str, token: &str) -> Vec<Value> {
+    let listed =
+        crate::support::run(post(http, url, token, JOBS, json!({}))).expect("the server answers");
+    listed["data"]["jobs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .clone()
+}
+
+/// The newest `kind` job, once it is in `state` (waiting up to 60 s).
+fn run_job(http: &reqwest::Client, url: &str, token: &str, kind: &str, state: &str) -> Value {
+    let waited = Instant::now();
+    loop {
+        let jobs = listed_jobs(http, url, token);
+        if let Some(j) = jobs.iter().find(|j| j["kind"] == kind)
+            && j["state"] == state
+        {
+            return j.clone();
+        }
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "no {state} {kind} in {jobs:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

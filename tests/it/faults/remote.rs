@@ -103,6 +103,27 @@ fn story(dir: &Path, target: &Target) {
     );
     assert!(out.status.success(), "{}", said(&out));
     assert!(!said(&out).contains("(current)"), "{}", said(&out));
+
+    // Each job is recorded under the token's subject; a refused one is not.
+    let jobs = super::listed_jobs(&reqwest::Client::new(), &url, &admin);
+    let by = |kind: &str, who: &str| {
+        jobs.iter()
+            .find(|j| j["kind"] == kind && j["startedBy"] == who)
+            .unwrap_or_else(|| panic!("no {kind} by {who} in {jobs:#?}"))
+            .clone()
+    };
+    assert_eq!(by("import-vocabulary", "importer")["state"], "DONE");
+    assert_eq!(by("repair-views", "ada")["state"], "DONE");
+    let big = by("import-suggestions", "importer");
+    assert_eq!(big["state"], "FAILED", "{big}");
+    assert!(
+        big["result"][0]
+            .as_str()
+            .unwrap()
+            .contains("--max-job-input-bytes"),
+        "{big}"
+    );
+    assert!(!jobs.iter().any(|j| j["startedBy"] == "carla"), "{jobs:#?}");
     server.stop();
 }
 
