@@ -53,6 +53,9 @@ node tests/edge/audit.mjs "http://127.0.0.1:$port/graphql" | grep -v '^ok '
 echo "edge-tests: GraphiQL in Chromium, offline"
 node tests/edge/graphiql.mjs "http://127.0.0.1:$port" "$token" "${KARTEI_SCREENSHOT:-$work/graphiql.png}" 2>&1 \
   | grep -v 'unexpected operator'
+# A batch command beside the server (handed over through its control
+# socket): the UI's jobs view lists it.
+"$bin" repair-views --check --data-dir "$work/data" >/dev/null
 echo "edge-tests: the curators' UI in Chromium, offline"
 node tests/edge/ui.mjs "http://127.0.0.1:$port" "$(mint editor editor)" "$(mint editor2 editor)" \
   "$(mint contributor contributor)" "$(mint machine machine)"

@@ -31,6 +31,7 @@ pub const FILES: &[(&str, &[u8])] = files![
     "release.js",
     "suggestions.js",
     "crawl.js",
+    "jobs.js",
     "zoom.js",
     "live.js",
     "style.css",

@@ -384,7 +384,7 @@ await step('sign in through the dialog', async () => {
   await page.locator('[data-testid=viewer]').filter({ hasText: subs.editor }).waitFor();
   check((await page.locator('[data-testid=viewer]').innerText()).trim() === subs.editor, 'the header does not show the subject');
   check((await page.evaluate(() => sessionStorage.getItem('kartei.token'))) === editorToken, "sessionStorage 'kartei.token' does not hold the token");
-  for (const path of ['/ui/queue', '/ui/object', '/ui/release', '/ui/suggestions', '/ui/crawl']) {
+  for (const path of ['/ui/queue', '/ui/object', '/ui/release', '/ui/suggestions', '/ui/crawl', '/ui/jobs']) {
     check(await header.locator(`a[href="${path}"]`).count(), `no nav link ${path} for an editor`);
   }
   await rowsShown(page);
@@ -752,6 +752,20 @@ const views = [
   ],
   ['suggestions', '/ui/suggestions', async () => {}],
   ['crawl', '/ui/crawl', async () => {}],
+  [
+    'jobs',
+    '/ui/jobs',
+    async (page) => {
+      // scripts/edge-tests.sh ran `kartei repair-views --check` beside the server.
+      const row = page.locator('table[data-testid=jobs] tbody tr', { hasText: 'repair-views' }).first();
+      await row.waitFor({ timeout: TIMEOUT }).catch(async () => {
+        throw new StepError(`no repair-views job listed: ${JSON.stringify((await page.locator('#main').innerText()).slice(0, 300))}`);
+      });
+      const state = (await row.locator('[data-testid=job-state]').innerText()).trim();
+      check(state === 'fertig', `the repair-views job shows ${JSON.stringify(state)}, expected "fertig"`);
+      check((await row.innerText()).includes('0 differences'), 'the repair-views job does not show its result');
+    },
+  ],
 ];
 for (const [name, path, ready] of views) {
   await step(`axe and screenshot: ${name} view`, async () => {

@@ -30,6 +30,7 @@ const views = {
   release: () => import('./release.js'),
   suggestions: () => import('./suggestions.js'),
   crawl: () => import('./crawl.js'),
+  jobs: () => import('./jobs.js'),
 };
 
 /** @param {string} role */
@@ -44,6 +45,7 @@ function navEntries() {
   if (can('editor')) entries.push(['release', t('release')]);
   if (can('editor') || can('contributor')) entries.push(['suggestions', t('suggestions')]);
   if (can('editor') || can('machine')) entries.push(['crawl', t('crawl')]);
+  if (can('editor')) entries.push(['jobs', t('jobs')]);
   return entries;
 }
 
