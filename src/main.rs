@@ -138,6 +138,11 @@ async fn batch(
             .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
     }
     if let Some(url) = &remote.server {
+        if remote.token.is_some() && !remote.insecure_http && !control::private_url(url) {
+            return Err(usage(format!(
+                "--server {url} is plain http to another machine: the token would cross the network readable. Use https://, or --insecure-http where the network between is yours"
+            )));
+        }
         let code =
             control::hand_over_remote(url, remote.token.as_deref(), &job, input.as_ref()).await?;
         return Ok(ExitCode::from(code));

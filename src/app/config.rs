@@ -97,6 +97,10 @@ pub struct RemoteArgs {
     /// The bearer token for `--server`: the admin or the machine role.
     #[arg(long, env = "KARTEI_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Send the token over plain `http://` to a server that is not on this
+    /// machine (refused otherwise: anyone on the way could read it).
+    #[arg(long, env = "KARTEI_INSECURE_HTTP")]
+    pub insecure_http: bool,
 }
 
 fn parse_env(s: &str) -> Result<String, String> {

@@ -235,3 +235,28 @@ fn an_unreachable_cluster_is_one_sentence_without_the_driver_s_words() {
         assert!(!said.contains(driver), "{said}");
     }
 }
+
+/// Issue 35: a token never goes over plain http to another machine unless
+/// the operator says the network is theirs; to this machine it may.
+#[test]
+fn a_token_is_not_sent_over_plain_http_to_another_machine() {
+    let out = kartei()
+        .args(["repair-views", "--check", "--server", "http://192.0.2.1:9"])
+        .env("KARTEI_TOKEN", "secret-token")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("plain http to another machine"), "{said}");
+    assert!(said.contains("--insecure-http"), "{said}");
+    assert!(!said.contains("secret-token"), "{said}");
+    // To this machine no flag is needed (nothing listens there: it fails
+    // to connect, for another reason).
+    let out = kartei()
+        .args(["repair-views", "--check", "--server", "http://127.0.0.1:1"])
+        .env("KARTEI_TOKEN", "secret-token")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!said.contains("plain http"), "{said}");
+}

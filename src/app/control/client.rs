@@ -135,6 +135,22 @@ impl Answer {
 /// Hands `job` to the kartei server at `url` over its HTTP API (`POST
 /// /jobs`, a token with the admin or machine role) and prints what it says;
 /// the exit status the job ended with (130 when Ctrl-C stopped it).
+/// Whether a token may go to `url` as it is: over https, or over http to
+/// this machine (a loopback address or `localhost`).
+pub fn private_url(url: &str) -> bool {
+    let Ok(u) = url::Url::parse(url) else {
+        // Not a URL: the request fails with its own message.
+        return true;
+    };
+    match (u.scheme(), u.host()) {
+        ("https", _) => true,
+        ("http", Some(url::Host::Domain(d))) => d.eq_ignore_ascii_case("localhost"),
+        ("http", Some(url::Host::Ipv4(a))) => a.is_loopback(),
+        ("http", Some(url::Host::Ipv6(a))) => a.is_loopback(),
+        _ => false,
+    }
+}
+
 pub async fn hand_over_remote(
     url: &str,
     token: Option<&str>,
@@ -258,4 +274,30 @@ async fn upload(input: &Input) -> anyhow::Result<Upload> {
     Ok(BodyExt::boxed_unsync(http_body_util::StreamBody::new(
         chunks,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::private_url;
+
+    #[test]
+    fn a_token_goes_over_https_or_to_this_machine() {
+        for ok in [
+            "https://kartei.example.org",
+            "https://192.0.2.1:8443/",
+            "http://127.0.0.1:8080",
+            "http://127.1.2.3",
+            "http://localhost:8080",
+            "http://[::1]:8080",
+        ] {
+            assert!(private_url(ok), "{ok}");
+        }
+        for not in [
+            "http://kartei.example.org",
+            "http://192.0.2.1:8080",
+            "http://[2001:db8::1]/",
+        ] {
+            assert!(!private_url(not), "{not}");
+        }
+    }
 }

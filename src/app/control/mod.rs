@@ -29,7 +29,7 @@ use crate::store::DynStore;
 mod client;
 mod serve;
 
-pub use client::{hand_over, hand_over_remote};
+pub use client::{hand_over, hand_over_remote, private_url};
 pub use serve::{http_routes, temp_spool};
 
 /// The file a serving process names itself in.
