@@ -37,6 +37,12 @@ pub enum ApiError {
         status: u16,
         message: String,
     },
+    /// Nothing to do that would be worth recording: `code` names what (e.g.
+    /// `NOTHING_TO_RELEASE`); nothing was changed.
+    Refused {
+        code: &'static str,
+        message: String,
+    },
     /// A subscription's `after` is older than the feed's replay window: the
     /// client reloads its page and subscribes without `after`.
     ReplayTooOld(String),
@@ -64,7 +70,9 @@ impl ApiError {
             | ApiError::MethodNotAllowed(m)
             | ApiError::UnsupportedMediaType(m)
             | ApiError::NotAcceptable(m) => m.clone(),
-            ApiError::Conflict { message, .. } | ApiError::Limit { message, .. } => {
+            ApiError::Conflict { message, .. }
+            | ApiError::Limit { message, .. }
+            | ApiError::Refused { message, .. } => {
                 message.clone()
             }
             ApiError::BadCursor => {
@@ -93,7 +101,7 @@ impl ApiError {
             ApiError::Timeout(_) => "TIMEOUT",
             ApiError::BadCursor => "BAD_CURSOR",
             ApiError::Unavailable => "UNAVAILABLE",
-            ApiError::Limit { code, .. } => code,
+            ApiError::Limit { code, .. } | ApiError::Refused { code, .. } => code,
             ApiError::ReplayTooOld(_) => "REPLAY_TOO_OLD",
             ApiError::ReplayBusy(_) => "REPLAY_BUSY",
             ApiError::StorageFull => "STORAGE_FULL",
@@ -115,6 +123,7 @@ impl ApiError {
             ApiError::Timeout(_) => 408,
             ApiError::BadCursor => 400,
             ApiError::Limit { status, .. } => *status,
+            ApiError::Refused { .. } => 409,
             ApiError::Unavailable | ApiError::ReplayBusy(_) => 503,
             ApiError::ReplayTooOld(_) => 410,
             ApiError::StorageFull => 507,

@@ -682,7 +682,16 @@ await step('release as an editor', async () => {
   await count.filter({ hasText: new RegExp(`(^|\\D)${waiting}(\\D|$)`) }).waitFor().catch(async () => {
     throw new StepError(`waiting-count shows ${JSON.stringify(await count.innerText().catch(() => '(missing)'))}, the server has ${waiting} ACCEPTED`);
   });
+  // Nothing goes out before the editor confirms what will.
   await page.locator('button[data-testid=run-release]').click();
+  const confirm = page.locator('button[data-testid=confirm-release]');
+  await confirm.waitFor({ timeout: TIMEOUT }).catch(() => {
+    throw new StepError('running the release asks for no confirmation');
+  });
+  const asked = await page.locator('.confirm').innerText();
+  check(new RegExp(`(^|\\D)${waiting}(\\D|$)`).test(asked), `the confirmation does not say how many go out: ${JSON.stringify(asked)}`);
+  check((await assignments(portal.id, 'ACCEPTED')).length === waiting, 'something was released before the confirmation');
+  await confirm.click();
   const result = page.locator('[data-testid=release-result]');
   await result.filter({ hasText: new RegExp(`(^|\\D)${waiting}(\\D|$)`) }).waitFor().catch(async () => {
     throw new StepError(`release-result shows ${JSON.stringify(await result.innerText().catch(() => '(missing)'))}, expected ${waiting} published`);
@@ -691,6 +700,13 @@ await step('release as an editor', async () => {
   await runs.filter({ hasText: new RegExp(`(^|\\D)${waiting}(\\D|$)`) }).waitFor().catch(async () => {
     throw new StepError(`release-runs shows ${JSON.stringify(await runs.innerText().catch(() => '(missing)'))}, without the run of ${waiting}`);
   });
+  check((await runs.innerText()).includes(subs.editor), `release-runs does not say who ran the run: ${JSON.stringify(await runs.innerText())}`);
+  // With nothing left, no run is offered, and the server refuses one.
+  await page.locator('[data-testid=nothing-waiting]').waitFor({ timeout: TIMEOUT }).catch(() => {
+    throw new StepError('with nothing ACCEPTED the release is still offered');
+  });
+  const refused = await gql('mutation Run($p: ID!) { runRelease(portalId: $p) { published } }', { p: portal.id }, editorToken).catch((e) => e.message);
+  check(String(refused).includes('NOTHING_TO_RELEASE'), `an empty release was not refused: ${JSON.stringify(refused)}`);
   const left = (await assignments(portal.id, 'ACCEPTED')).length;
   check(left === 0, `${left} still ACCEPTED after the release`);
   const { releaseRuns } = await gql('query R($p: ID!) { releaseRuns(portalId: $p) { successful published } }', { p: portal.id });
@@ -745,7 +761,7 @@ const views = [
     'release',
     `/ui/release?portal=${encodeURIComponent(portal.id)}`,
     async (page) => {
-      for (const hook of ['[data-testid=waiting-count]', 'button[data-testid=run-release]', '[data-testid=release-runs]']) {
+      for (const hook of ['[data-testid=waiting-count]', 'button[data-testid=run-release], [data-testid=nothing-waiting]', '[data-testid=release-runs]']) {
         check(await page.locator(hook).count(), `no ${hook} in the release view`);
       }
     },

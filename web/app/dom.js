@@ -2,6 +2,8 @@
 /** The UI's one DOM helper: builds elements without HTML strings (so no markup
  * from the server is ever parsed) and a few small shared pieces. */
 
+import { errorLabel } from './i18n.js';
+
 /**
  * `h('button', { class: 'x', onclick: fn, 'aria-label': 'y' }, 'text', child)`.
  * Attributes starting with `on` become listeners; `false`/`null` ones are left out.
@@ -78,9 +80,13 @@ export function srOnly(text) {
   return h('span', { class: 'sr-only' }, text);
 }
 
-/** An error as the curator sees it: the server's message and code, never a stack.
+/** An error as the curator sees it: what happened and what to do, in the
+ * UI's language where the code is known (i18n `err.CODE`), else the server's
+ * message and code; never a stack.
  * @param {any} e */
 export function errorText(e) {
+  const known = e && e.code ? errorLabel(e.code) : null;
+  if (known) return known;
   const code = e && e.code ? ` (${e.code})` : '';
   return `${e && e.message ? e.message : String(e)}${code}`;
 }

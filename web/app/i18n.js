@@ -9,6 +9,18 @@ const LANG_KEY = 'kartei.lang';
 /** @type {Record<string, Record<string, string>>} */
 const LABELS = {
   de: {
+    'err.UNAUTHENTICATED': 'Nicht angemeldet oder die Anmeldung ist abgelaufen. Bitte neu anmelden.',
+    'err.FORBIDDEN': 'Dafür fehlt Ihrer Anmeldung die Rolle. Bitte eine Redakteurin oder einen Admin fragen.',
+    'err.CONFLICT': 'Jemand anderes hat das eben geändert. Die Zeile zeigt jetzt den neuen Stand; bitte prüfen und erneut entscheiden.',
+    'err.INVALID_TRANSITION': 'Dieser Statuswechsel ist im Arbeitsablauf nicht vorgesehen.',
+    'err.NOT_FOUND': 'Nicht (mehr) vorhanden. Bitte die Seite neu laden.',
+    'err.NOTHING_TO_RELEASE': 'Nichts ist angenommen, also gibt es nichts freizugeben. Die letzte Freigabe bleibt, wie sie war.',
+    'err.UNAVAILABLE': 'Der Server ist gerade nicht erreichbar. Bitte gleich noch einmal versuchen.',
+    'err.TIMEOUT': 'Das hat zu lange gedauert. Bitte noch einmal versuchen, bei Massenaktionen mit weniger Zeilen.',
+    'err.STORAGE_FULL': 'Der Speicher des Servers ist voll; Änderungen sind nicht möglich. Bitte den Betrieb verständigen.',
+    'err.RESPONSE_TOO_LARGE': 'Die Antwort wäre zu groß. Bitte weniger Zeilen auf einmal anfordern.',
+    'err.BAD_CURSOR': 'Die Seitenangabe passt nicht mehr zu dieser Liste. Bitte von vorn blättern.',
+    'err.INTERNAL': 'Auf dem Server ist ein Fehler aufgetreten. Bitte noch einmal versuchen und sonst den Betrieb verständigen.',
     skip: 'Zum Inhalt springen',
     queue: 'Prüfliste',
     object: 'Objekt',
@@ -16,6 +28,11 @@ const LABELS = {
     suggestions: 'Bildvorschläge',
     crawl: 'Crawler',
     jobs: 'Aufträge',
+    releaseConfirm: '{n} angenommene Zuordnungen werden veröffentlicht und zur Neuindizierung vorgemerkt. Freigeben?',
+    releaseGo: 'Ja, freigeben',
+    cancel: 'Abbrechen',
+    nothingWaiting: 'Nichts angenommen: es gibt nichts freizugeben.',
+    ranBy: 'von {who}',
     jobsHint: 'Importe, Datensatzwechsel und Wartung, die neuesten zuerst (auf dem Server oder über die Kommandozeile gestartet).',
     noJobs: 'Noch kein Auftrag.',
     jobKind: 'Befehl',
@@ -130,6 +147,18 @@ const LABELS = {
     imported: '{n} neue Zuordnungen importiert – neu laden',
   },
   en: {
+    'err.UNAUTHENTICATED': 'Not signed in, or the sign-in has expired. Please sign in again.',
+    'err.FORBIDDEN': 'Your sign-in lacks the role for this. Please ask an editor or an admin.',
+    'err.CONFLICT': 'Someone else changed this just now. The row shows the new state; please check and decide again.',
+    'err.INVALID_TRANSITION': 'The workflow has no such status change.',
+    'err.NOT_FOUND': 'Not there (any more). Please reload the page.',
+    'err.NOTHING_TO_RELEASE': 'Nothing is accepted, so there is nothing to release. The last release stays as it was.',
+    'err.UNAVAILABLE': 'The server cannot be reached right now. Please try again in a moment.',
+    'err.TIMEOUT': 'That took too long. Please try again, with fewer rows for bulk actions.',
+    'err.STORAGE_FULL': "The server's storage is full; changes are not possible. Please tell the operators.",
+    'err.RESPONSE_TOO_LARGE': 'The answer would be too large. Please ask for fewer rows at once.',
+    'err.BAD_CURSOR': 'The page position no longer fits this list. Please page from the start.',
+    'err.INTERNAL': 'Something went wrong on the server. Please try again, and tell the operators if it stays.',
     skip: 'Skip to content',
     queue: 'Review queue',
     object: 'Object',
@@ -137,6 +166,11 @@ const LABELS = {
     suggestions: 'Image suggestions',
     crawl: 'Crawler',
     jobs: 'Jobs',
+    releaseConfirm: '{n} accepted assignments will be published and queued for reindexing. Release?',
+    releaseGo: 'Yes, release',
+    cancel: 'Cancel',
+    nothingWaiting: 'Nothing accepted: there is nothing to release.',
+    ranBy: 'by {who}',
     jobsHint: 'Imports, dataset switches and maintenance, newest first (started on the server or from the command line).',
     noJobs: 'No job yet.',
     jobKind: 'Command',
@@ -295,6 +329,11 @@ export function setLang(value) {
 export function t(key, params = {}) {
   const text = LABELS[lang()][key] ?? LABELS.en[key] ?? key;
   return text.replace(/\{(\w+)\}/g, (_, name) => String(params[name] ?? ''));
+}
+
+/** The curator's text for an error code, or null when there is none. @param {string} code */
+export function errorLabel(code) {
+  return LABELS[lang()][`err.${code}`] ?? null;
 }
 
 /** @param {string} status */

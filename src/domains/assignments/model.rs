@@ -105,7 +105,19 @@ pub static TARGET_TABLES: &[&Table] = &[
     &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
 ];
 
-pub static RELEASE_TABLES: &[&Table] = &[&RELEASE_DDBIDS, &RELEASE_RUNS];
+table! {
+    /// Per portal, every recorded release run, newest first, with who ran
+    /// it (one row a run; rows expire after `RELEASE_LOG_DAYS`).
+    pub RELEASE_LOG: Themes.release_log
+        partition(top_level_category_id: Text)
+        clustering(time: Text Desc)
+        columns(successful: Int, published: BigInt, message: Text, actor: Text)
+}
+
+/// How long the release log keeps a run.
+pub const RELEASE_LOG_DAYS: u32 = 400;
+
+pub static RELEASE_TABLES: &[&Table] = &[&RELEASE_DDBIDS, &RELEASE_RUNS, &RELEASE_LOG];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, async_graphql::Enum)]
 pub enum AssignmentStatus {
@@ -297,16 +309,24 @@ pub struct ReleaseRun {
     pub time: String,
     pub published: i64,
     pub message: Option<String>,
+    /// Who ran it (the token's subject); kept in the release log only.
+    pub actor: Option<String>,
 }
 
 impl ReleaseRun {
-    pub fn row(&self) -> Row {
-        Row::new(&RELEASE_RUNS)
+    /// Its row in `release_runs` (the last success and failure) or in the
+    /// release log.
+    pub fn row_in(&self, table: &'static Table) -> Row {
+        let row = Row::new(table)
             .set("top_level_category_id", &self.portal_id)
             .set("successful", i32::from(self.successful))
             .set("time", &self.time)
             .set("published", self.published)
-            .set_opt("message", self.message.clone())
+            .set_opt("message", self.message.clone());
+        match table.index_of("actor") {
+            Some(_) => row.set_opt("actor", self.actor.clone()),
+            None => row,
+        }
     }
 
     pub fn from_row(r: &Row) -> ReleaseRun {
@@ -316,6 +336,12 @@ impl ReleaseRun {
             time: r.string("time"),
             published: r.bigint("published").unwrap_or(0),
             message: r.text("message").map(str::to_owned),
+            // `release_runs` has no actor column; the release log has.
+            actor: r
+                .table
+                .index_of("actor")
+                .and_then(|_| r.text("actor"))
+                .map(str::to_owned),
         }
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::{SUGGEST, check_views, key, principal, release_queue, suggestion, transition};
 use crate::both_engines;
-use crate::support::{Engine, Faulty, TestApp, code, uid};
+use crate::support::{Caller, Engine, Faulty, TestApp, code, uid};
 
 async fn the_workflow_follows_the_transition_table(engine: Engine) {
     let app = TestApp::on(engine).with_vocabulary().build().await;
@@ -96,18 +96,74 @@ async fn the_workflow_follows_the_transition_table(engine: Engine) {
     assert_eq!(d["data"]["transitionAssignment"]["status"], "DELETED");
     assert!(release_queue(&app).await.contains("o1"));
 
-    let runs = app
-        .anonymous()
+    assert_one_good_run(&app.anonymous(), &v.p).await;
+    check_views(&app.store, &v.p).await;
+}
+
+/// `releaseRuns` of `portal` as `who` reads them: one successful run of one.
+async fn assert_one_good_run(who: &Caller<'_>, portal: &str) {
+    let runs = who
         .query(
             "query($p: ID!) { releaseRuns(portalId: $p) { successful published } }",
-            json!({"p": v.p}),
+            json!({"p": portal}),
         )
         .await;
     assert_eq!(
         runs["releaseRuns"],
         json!([{"successful": true, "published": 1}])
     );
-    check_views(&app.store, &v.p).await;
+}
+
+/// Issue 32: a release with nothing ACCEPTED overwrote the last good run
+/// with an empty one, and nobody could see who ran a release.
+async fn an_empty_release_is_refused_and_every_run_names_who_ran_it(engine: Engine) {
+    let app = TestApp::on(engine).with_vocabulary().build().await;
+    let v = app.vocabulary();
+    let contributor = app.as_contributor("carla");
+    let editor = app.as_editor("erik");
+    const RUN: &str = "mutation($p: ID!) { runRelease(portalId: $p) { published actor } }";
+    const LOG: &str =
+        "query($p: ID!) { releaseLog(portalId: $p) { successful published actor time } }";
+
+    let refused = editor.response(RUN, json!({"p": v.p})).await;
+    assert_eq!(code(&refused), "NOTHING_TO_RELEASE", "{refused}");
+    let log = editor.query(LOG, json!({"p": v.p})).await;
+    assert_eq!(log["releaseLog"], json!([]), "a refused run is no run");
+
+    for (ddb, who) in [("o1", "erik"), ("o2", "edda")] {
+        contributor
+            .query(SUGGEST, suggestion(&v.p, ddb, &v.k1, &v.c1))
+            .await;
+        let runner = app.as_editor(who);
+        transition(
+            &runner,
+            &key(&v.p, ddb, &v.k1, "carla"),
+            "SUGGESTED",
+            "ACCEPTED",
+        )
+        .await;
+        let run = runner.query(RUN, json!({"p": v.p})).await;
+        assert_eq!(run["runRelease"], json!({"published": 1, "actor": who}));
+        // Runs within one second share a log row's key.
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    }
+    // Nothing is left: refused again, and the last good run stays.
+    let refused = editor.response(RUN, json!({"p": v.p})).await;
+    assert_eq!(code(&refused), "NOTHING_TO_RELEASE", "{refused}");
+    assert_one_good_run(&editor, &v.p).await;
+
+    let log = editor.query(LOG, json!({"p": v.p})).await;
+    let who: Vec<&Value> = log["releaseLog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["actor"])
+        .collect();
+    assert_eq!(who, [&json!("edda"), &json!("erik")], "newest first: {log}");
+    // Readers without a token see the runs, not who ran them.
+    let log = app.anonymous().query(LOG, json!({"p": v.p})).await;
+    assert_eq!(log["releaseLog"][0]["actor"], Value::Null, "{log}");
+    assert_eq!(log["releaseLog"][0]["published"], 1, "{log}");
 }
 
 /// Issue 30: the ids of transitions that failed (CONFLICT, NOT_FOUND,
@@ -255,5 +311,6 @@ async fn a_bulk_transition_queues_only_the_objects_whose_transition_applied(engi
 
 both_engines!(
     the_workflow_follows_the_transition_table,
+    an_empty_release_is_refused_and_every_run_names_who_ran_it,
     a_bulk_transition_queues_only_the_objects_whose_transition_applied,
 );

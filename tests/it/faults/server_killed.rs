@@ -91,6 +91,8 @@ async fn releaser(http: reqwest::Client, url: String, runs: Arc<Mutex<u64>>) {
         tokio::time::sleep(Duration::from_millis(150)).await;
         match post(&http, &url, &tok, RELEASE, json!({"p": PORTAL})).await {
             Some(r) if r["data"]["runRelease"]["successful"] == true => *runs.lock().unwrap() += 1,
+            // Nothing was ACCEPTED at that moment: refused, nothing written.
+            Some(r) if r["errors"][0]["extensions"]["code"] == "NOTHING_TO_RELEASE" => {}
             Some(r) => panic!("release failed: {r}"),
             None => return,
         }
@@ -241,8 +243,9 @@ async fn server_killed(target: Target, seed: u64, keywords: usize, atomic: bool)
     )
     .await
     .expect("release after the restart");
-    assert_eq!(
-        r["data"]["runRelease"]["successful"], true,
+    assert!(
+        r["data"]["runRelease"]["successful"] == true
+            || r["errors"][0]["extensions"]["code"] == "NOTHING_TO_RELEASE",
         "seed {seed}: {r}"
     );
     let after = statuses(&http, &server.url).await;

@@ -253,6 +253,7 @@ impl Event {
                 time: r.string("modified_at"),
                 published: r.bigint("count").unwrap_or(0),
                 message: r.text("message").map(str::to_owned),
+                actor: r.text("actor").map(str::to_owned),
             }),
             "import" => Change::Imported {
                 portal_id: r.string("top_level_category_id"),
@@ -490,6 +491,7 @@ mod tests {
                 time: "t".into(),
                 published: 3,
                 message: None,
+                actor: None,
             }),
             Change::Imported {
                 portal_id: "p".into(),

@@ -31,6 +31,19 @@ impl Assignments {
         Ok(page.rows.iter().map(ReleaseRun::from_row).collect())
     }
 
+    /// The portal's recorded release runs, newest first (`first` of them),
+    /// with who ran each.
+    pub async fn release_log(&self, portal_id: &str, first: usize) -> ApiResult<Vec<ReleaseRun>> {
+        let page = self
+            .store
+            .slice(
+                &RELEASE_LOG,
+                &Slice::partition(vec![portal_id.into()]).limit(first),
+            )
+            .await?;
+        Ok(page.rows.iter().map(ReleaseRun::from_row).collect())
+    }
+
     /// Publishes the portal's ACCEPTED assignments and enqueues the ddb ids of
     /// those it published. Safe to run again after a crash, and concurrently:
     /// every publication is an LWT from ACCEPTED, and the queue is a set.
@@ -40,7 +53,21 @@ impl Assignments {
             Some(c) if c.parent_id.is_none() => {}
             _ => return Err(ApiError::bad_input(format!("unknown portal {portal_id}"))),
         }
+        let nothing = || ApiError::Refused {
+            code: "NOTHING_TO_RELEASE",
+            message: format!(
+                "nothing in portal {portal_id} is ACCEPTED, so there is nothing to release; the last run stays as it was"
+            ),
+        };
+        let waiting = self
+            .list(portal_id, Some(AssignmentStatus::Accepted), None, 1, None)
+            .await?;
+        if waiting.items.is_empty() {
+            return Err(nothing());
+        }
         match self.publish_accepted(portal_id).await {
+            // Another run published them first: not a run of its own.
+            Ok(0) => Err(nothing()),
             Ok(published) => {
                 let run = ReleaseRun {
                     portal_id: portal_id.to_owned(),
@@ -48,6 +75,7 @@ impl Assignments {
                     time: self.clock.rfc3339(),
                     published,
                     message: None,
+                    actor: who.sub.clone(),
                 };
                 self.record(who, &run).await?;
                 Ok(run)
@@ -59,6 +87,7 @@ impl Assignments {
                     time: self.clock.rfc3339(),
                     published: 0,
                     message: Some(format!("{}: {}", e.code(), e.message())),
+                    actor: who.sub.clone(),
                 };
                 if let Err(record) = self.record(who, &run).await {
                     tracing::error!(
@@ -75,7 +104,13 @@ impl Assignments {
     /// exactly when it is recorded.
     async fn record(&self, who: &Principal, run: &ReleaseRun) -> ApiResult<()> {
         let change = Change::Release(run.clone());
-        let mut writes = vec![Mutation::upsert(run.row())];
+        let mut writes = vec![
+            Mutation::upsert(run.row_in(&RELEASE_RUNS)),
+            Mutation::Upsert {
+                row: run.row_in(&RELEASE_LOG),
+                ttl: Some(RELEASE_LOG_DAYS * 24 * 3600),
+            },
+        ];
         writes.extend(self.events.writes(who.sub.as_deref(), vec![change.clone()]));
         let began = self.events.now_ms();
         self.store.apply(writes).await?;
