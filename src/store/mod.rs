@@ -13,6 +13,7 @@ mod cursor;
 pub mod embedded;
 mod key;
 mod paging;
+mod record;
 mod table;
 
 pub use counted::Counted;
@@ -26,6 +27,8 @@ pub use paging::{Contention, pages, table_pages};
 pub fn table_id(table: &Table) -> [u8; 4] {
     key::table_id(table.keyspace.prefix(), table.name)
 }
+pub use record::{Cell, Scalar};
+pub(crate) use record::{record, text_cell};
 pub(crate) use table::table;
 pub use table::{Column, ColumnType, Keyspace, Order, Row, Table, Value, col};
 pub(crate) use table::{check_key, check_types};

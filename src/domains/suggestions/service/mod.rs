@@ -264,13 +264,13 @@ impl Suggestions {
             .zip(feedback)
             .map(|(page, fb)| {
                 let mut by_file: HashMap<String, Vec<Feedback>> = HashMap::new();
-                for f in fb.iter().filter_map(Feedback::from_row) {
+                for f in fb.iter().map(Feedback::from_row) {
                     by_file.entry(f.filename.clone()).or_default().push(f);
                 }
                 let mut out: Vec<Reviewed> = page
                     .rows
                     .iter()
-                    .filter_map(Suggestion::from_row)
+                    .map(Suggestion::from_row)
                     .filter(|s| opts.min_confidence.is_none_or(|m| s.confidence >= m))
                     .filter_map(|s| {
                         let feedback = by_file.get(&s.image).cloned().unwrap_or_default();
@@ -344,7 +344,7 @@ impl Suggestions {
         check_wiki(wiki)?;
         let mut pages = self.feedback_rows(wiki, &[page_id]).await?;
         let rows = pages.pop().unwrap_or_default();
-        Ok(rows.iter().filter_map(Feedback::from_row).collect())
+        Ok(rows.iter().map(Feedback::from_row).collect())
     }
 
     /// Every feedback row of each page, in the order given: one wave of
@@ -441,7 +441,7 @@ impl Suggestions {
             rejection_reasons: reasons,
         };
         self.store
-            .apply(vec![Mutation::upsert(feedback.row())])
+            .apply(vec![Mutation::upsert(feedback.to_row())])
             .await?;
         crate::kernel::metrics::suggestion_feedback();
         Ok(feedback)
