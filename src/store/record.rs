@@ -125,13 +125,30 @@ pub(crate) use text_cell;
 /// `where (column = CONST, …)` are key cells every row of this record has
 /// (a constant partition); they are written and not read.
 macro_rules! record {
-    ($(#[$meta:meta])* $vis:vis struct $name:ident in $table:ident (from_row -> Option)
+    ($(#[$meta:meta])* $vis:vis struct $name:ident in $table:ident $(($($read:tt)+))?
      $(where ($($kc:tt = $kv:path),+ $(,)?))?
      {$($(#[$fmeta:meta])* $fvis:vis $field:ident: $fty:ty $(= $col:literal)?),* $(,)?}
     ) => {
-        $crate::store::record!(@common [$(#[$meta])*] $vis $name $table
-            [$($(($kc = $kv))+)?] {$([$(#[$fmeta])*] $fvis $field: $fty $(= $col)?),*});
+        $(#[$meta])*
+        $vis struct $name {
+            $($(#[$fmeta])* $fvis $field: $fty,)*
+        }
 
+        impl $name {
+            /// This record as a row of its table.
+            pub fn to_row(&self) -> $crate::store::Row {
+                $crate::store::Row::new(&$table)
+                    $($(.set(stringify!($kc), $kv))+)?
+                    $(.set_opt(
+                        $crate::store::record!(@col $field $($col)?),
+                        $crate::store::Cell::write(&self.$field),
+                    ))*
+            }
+        }
+
+        $crate::store::record!(@from_row [$($($read)+)?] $name {$($field $($col)?),*});
+    };
+    (@from_row [from_row -> Option] $name:ident {$($field:ident $($col:literal)?),*}) => {
         impl $name {
             /// This record from a row of its table; `None` when a field the
             /// record cannot do without is unreadable.
@@ -144,13 +161,7 @@ macro_rules! record {
             }
         }
     };
-    ($(#[$meta:meta])* $vis:vis struct $name:ident in $table:ident
-     $(where ($($kc:tt = $kv:path),+ $(,)?))?
-     {$($(#[$fmeta:meta])* $fvis:vis $field:ident: $fty:ty $(= $col:literal)?),* $(,)?}
-    ) => {
-        $crate::store::record!(@common [$(#[$meta])*] $vis $name $table
-            [$($(($kc = $kv))+)?] {$([$(#[$fmeta])*] $fvis $field: $fty $(= $col)?),*});
-
+    (@from_row [] $name:ident {$($field:ident $($col:literal)?),*}) => {
         impl $name {
             /// This record from a row of its table (a null cell reads as the
             /// field's default).
@@ -161,27 +172,6 @@ macro_rules! record {
                     )
                     .unwrap_or_default(),)*
                 }
-            }
-        }
-    };
-    // The struct and its `to_row`, the same for both ways of reading.
-    (@common [$($meta:tt)*] $vis:vis $name:ident $table:ident [$(($kc:tt = $kv:path))*]
-     {$([$($fmeta:tt)*] $fvis:vis $field:ident: $fty:ty $(= $col:literal)?),*}
-    ) => {
-        $($meta)*
-        $vis struct $name {
-            $($($fmeta)* $fvis $field: $fty,)*
-        }
-
-        impl $name {
-            /// This record as a row of its table.
-            pub fn to_row(&self) -> $crate::store::Row {
-                $crate::store::Row::new(&$table)
-                    $(.set(stringify!($kc), $kv))*
-                    $(.set_opt(
-                        $crate::store::record!(@col $field $($col)?),
-                        $crate::store::Cell::write(&self.$field),
-                    ))*
             }
         }
     };
