@@ -93,6 +93,13 @@ impl Slice {
     }
 }
 
+/// A read of a whole table: at most `limit` rows, continuing after `after`.
+#[derive(Clone, Debug)]
+pub struct Scan {
+    pub after: Option<Cursor>,
+    pub limit: usize,
+}
+
 /// A page of rows and, when more may follow, the cursor to continue from.
 #[derive(Clone, Debug)]
 pub struct Page {
@@ -409,12 +416,7 @@ pub trait Store: Send + Sync {
         Ok(out)
     }
     /// A whole table, page by page (maintenance jobs only).
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError>;
+    async fn scan(&self, table: &'static Table, scan: Scan) -> Result<Page, StoreError>;
     /// Does the store answer?
     async fn ping(&self) -> Result<(), StoreError>;
     /// Round trips made through this store so far (see [`Counted`]).
@@ -475,13 +477,8 @@ impl Store for DynStore {
     ) -> Result<Vec<Option<Row>>, StoreError> {
         self.as_ref().insert_new(inserts, heal).await
     }
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.as_ref().scan(table, after, limit).await
+    async fn scan(&self, table: &'static Table, scan: Scan) -> Result<Page, StoreError> {
+        self.as_ref().scan(table, scan).await
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.as_ref().ping().await

@@ -17,7 +17,7 @@ use crate::kernel::{Clock, check_id};
 use futures::TryStreamExt;
 
 use crate::store::pages;
-use crate::store::{Cas, Condition, DynStore, Mutation, Row, Slice, Value};
+use crate::store::{Cas, Condition, DynStore, Mutation, Row, Scan, Slice, Value};
 
 mod datasets;
 
@@ -507,7 +507,16 @@ impl Suggestions {
     /// Sets the current-dataset age metric of every wiki (the pointer table
     /// holds one row per wiki; the server calls this once a minute).
     pub async fn refresh_metrics(&self) -> ApiResult<()> {
-        let page = self.store.scan(&CURRENT, None, 10_000).await?;
+        let page = self
+            .store
+            .scan(
+                &CURRENT,
+                Scan {
+                    after: None,
+                    limit: 10_000,
+                },
+            )
+            .await?;
         let now = self.clock.now();
         for r in &page.rows {
             let switched = r.text("switched").and_then(|t| {
