@@ -38,6 +38,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+/// Builder methods that set one field each and hand the value back.
+macro_rules! setters {
+    ($($field:ident: $ty:ty),* $(,)?) => {$(
+        pub fn $field(mut self, $field: $ty) -> Self {
+            self.$field = $field;
+            self
+        }
+    )*};
+}
+
 /// A bound on the first clustering column after the slice's prefix.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Bound {
@@ -67,22 +77,7 @@ impl Slice {
             ..Default::default()
         }
     }
-    pub fn prefix(mut self, prefix: Vec<Value>) -> Self {
-        self.prefix = prefix;
-        self
-    }
-    pub fn limit(mut self, limit: usize) -> Self {
-        self.limit = limit;
-        self
-    }
-    pub fn after(mut self, cursor: Option<Cursor>) -> Self {
-        self.after = cursor;
-        self
-    }
-    pub fn reverse(mut self, reverse: bool) -> Self {
-        self.reverse = reverse;
-        self
-    }
+    setters!(prefix: Vec<Value>, limit: usize, after: Option<Cursor>, reverse: bool);
     pub fn lower(mut self, b: Bound) -> Self {
         self.lower = Some(b);
         self
@@ -317,6 +312,17 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<Option<Row>>, StoreError>;
     /// A slice of one partition.
     async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError>;
+    /// The first `limit` rows of a partition with a one-column key, in one
+    /// slice (for partitions that stay small: a registry, a lookup table).
+    async fn partition_rows(
+        &self,
+        table: &'static Table,
+        partition: Value,
+        limit: usize,
+    ) -> Result<Vec<Row>, StoreError> {
+        let slice = Slice::partition(vec![partition]).limit(limit);
+        Ok(self.slice(table, &slice).await?.rows)
+    }
     /// Slices of many partitions, in the order given, as concurrent
     /// single-partition reads (one round-trip wave; no `IN` over partition keys).
     async fn slice_many(

@@ -182,14 +182,11 @@ impl Suggestions {
     /// The registry of `wiki`, newest first.
     pub async fn datasets(&self, wiki: &str) -> ApiResult<Vec<Dataset>> {
         check_wiki(wiki)?;
-        let page = self
+        let rows = self
             .store
-            .slice(
-                &DATASETS,
-                &Slice::partition(vec![wiki.into()]).limit(10_000),
-            )
+            .partition_rows(&DATASETS, wiki.into(), 10_000)
             .await?;
-        let mut all: Vec<Dataset> = page.rows.iter().filter_map(Dataset::from_row).collect();
+        let mut all: Vec<Dataset> = rows.iter().filter_map(Dataset::from_row).collect();
         all.sort_by(|a, b| b.started.cmp(&a.started).then(b.id.cmp(&a.id)));
         Ok(all)
     }
