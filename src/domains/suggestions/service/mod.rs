@@ -17,7 +17,7 @@ use crate::kernel::{Clock, check_id};
 use futures::TryStreamExt;
 
 use crate::store::pages;
-use crate::store::{Cas, Condition, DynStore, Mutation, Row, Scan, Slice, Value};
+use crate::store::{Cas, Condition, DynStore, Mutation, Row, Scan, Slice, Table, Value};
 
 mod datasets;
 
@@ -294,22 +294,10 @@ impl Suggestions {
         if title.is_empty() || title.len() > 1_000 {
             return Err(ApiError::bad_input("a title has 1 to 1000 bytes"));
         }
-        let Some(current) = self.current(wiki).await? else {
-            return Ok(None);
-        };
-        let page = self
-            .store
-            .slice(
-                &TITLE_CACHE,
-                &Slice::partition(vec![wiki.into(), title.into()])
-                    .prefix(vec![current.as_str().into()])
-                    .limit(1),
-            )
+        let row = self
+            .current_cache_row(&TITLE_CACHE, wiki, title.into())
             .await?;
-        Ok(page
-            .rows
-            .first()
-            .and_then(|r| Some((r.int("page_id")?, r.int("page_rev")))))
+        Ok(row.and_then(|r| Some((r.int("page_id")?, r.int("page_rev")))))
     }
 
     /// The classes of a page's item in the current dataset.
@@ -318,22 +306,33 @@ impl Suggestions {
         wiki: &str,
         page_id: i32,
     ) -> ApiResult<Option<(Option<i32>, Vec<String>)>> {
+        let row = self
+            .current_cache_row(&INSTANCEOF_CACHE, wiki, Value::Int(page_id))
+            .await?;
+        Ok(row.map(|r| (r.int("page_rev"), r.text_list("instance_of"))))
+    }
+
+    /// The row a per-dataset cache (`title_cache`, `instanceof_cache`) holds
+    /// under `(wiki, key)` for the wiki's current dataset.
+    async fn current_cache_row(
+        &self,
+        cache: &'static Table,
+        wiki: &str,
+        key: Value,
+    ) -> ApiResult<Option<Row>> {
         let Some(current) = self.current(wiki).await? else {
             return Ok(None);
         };
-        let page = self
+        let slice = Slice::partition(vec![wiki.into(), key])
+            .prefix(vec![current.as_str().into()])
+            .limit(1);
+        Ok(self
             .store
-            .slice(
-                &INSTANCEOF_CACHE,
-                &Slice::partition(vec![wiki.into(), Value::Int(page_id)])
-                    .prefix(vec![current.as_str().into()])
-                    .limit(1),
-            )
-            .await?;
-        Ok(page
+            .slice(cache, &slice)
+            .await?
             .rows
-            .first()
-            .map(|r| (r.int("page_rev"), r.text_list("instance_of"))))
+            .into_iter()
+            .next())
     }
 
     /// Every feedback row of a page.
