@@ -11,7 +11,6 @@ use crate::api::graphql::cost;
 use crate::api::themes::{Category, Keyword, loaders};
 use crate::domains::assignments::model::{self, AssignmentKey, AssignmentStatus, AssignmentType};
 use crate::domains::assignments::service::{AssignmentPage, Assignments, SuggestInput, Suggester};
-use crate::kernel::page_size;
 
 /// What the assignments of one object are weighed as (up to
 /// `MAX_PER_OBJECT` are read; the answer's size budget bounds the rest).
@@ -112,9 +111,7 @@ pub async fn keyword_assignments(
     first: Option<i32>,
     after: Option<String>,
 ) -> Result<AssignmentConnection> {
-    let first = page_size(first)?;
-    let after = connection::after(after)?;
-    let has_previous = after.is_some();
+    let (first, after, has_previous) = connection::window(first, after)?;
     let page = assignments(ctx)
         .of_keyword(
             keyword_id,
@@ -260,9 +257,7 @@ impl AssignmentsQuery {
         first: Option<i32>,
         after: Option<String>,
     ) -> Result<AssignmentConnection> {
-        let first = page_size(first)?;
-        let after = connection::after(after)?;
-        let has_previous = after.is_some();
+        let (first, after, has_previous) = connection::window(first, after)?;
         let page = assignments(ctx)
             .list(&portal_id, status, creator.as_deref(), first, after)
             .await?;
@@ -323,9 +318,7 @@ impl AssignmentsQuery {
         first: Option<i32>,
         after: Option<String>,
     ) -> Result<ReleaseQueueConnection> {
-        let first = page_size(first)?;
-        let after = connection::after(after)?;
-        let has_previous = after.is_some();
+        let (first, after, has_previous) = connection::window(first, after)?;
         let page = assignments(ctx).release_queue(first, after).await?;
         Ok(connection(page.map(ID), has_previous))
     }

@@ -9,7 +9,6 @@ use crate::api::graphql::cost;
 use crate::domains::binaries::model::{BinaryStatus, DERIVATIVES, Original, Reference};
 use crate::domains::binaries::service::{Binaries, CHUNK, Registered};
 use crate::kernel::error::ApiError;
-use crate::kernel::page_size;
 use crate::kernel::roles::Role;
 
 /// What a binary's crawl history or log is weighed as (a log keeps up to
@@ -179,9 +178,7 @@ impl BinariesQuery {
         first: Option<i32>,
         after: Option<String>,
     ) -> Result<Page<Metered<Binary>>> {
-        let first = page_size(first)?;
-        let after = connection::after(after)?;
-        let has_previous = after.is_some();
+        let (first, after, has_previous) = connection::window(first, after)?;
         let page = binaries(ctx).context_page(&context, first, after).await?;
         let ids: Vec<String> = page
             .items

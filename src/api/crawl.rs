@@ -10,7 +10,6 @@ use crate::api::graphql::cost;
 use crate::domains::crawl::model::{DomainInfo, DomainState, ZERO};
 use crate::domains::crawl::service::{Crawl, CrawlFetch};
 use crate::kernel::error::ApiError;
-use crate::kernel::page_size;
 
 /// What a link's fetch history is weighed as.
 const HISTORY_WEIGHT: usize = 20;
@@ -217,9 +216,7 @@ impl CrawlQuery {
         first: Option<i32>,
         after: Option<String>,
     ) -> Result<Page<Metered<CrawlDomain>>> {
-        let first = page_size(first)?;
-        let after = connection::after(after)?;
-        let has_previous = after.is_some();
+        let (first, after, has_previous) = connection::window(first, after)?;
         let page = service(ctx)
             .domains(caller(ctx), state, first, after)
             .await?;

@@ -121,9 +121,7 @@ impl Category {
         after: Option<String>,
         #[graphql(default = false)] include_descendants: bool,
     ) -> Result<Page<Metered<Keyword>>> {
-        let first = page_size(first)?;
-        let after = connection::after(after)?;
-        let has_previous = after.is_some();
+        let (first, after, has_previous) = connection::window(first, after)?;
         let page = themes(ctx)
             .category_keyword_ids(&self.0.id, include_descendants, first, after)
             .await?;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -28,34 +29,6 @@ struct CodeLabels {
 struct StoreLabels {
     op: &'static str,
     table: &'static str,
-}
-
-struct Metrics {
-    registry: Registry,
-    http: Family<HttpLabels, Counter>,
-    latency: Histogram,
-    graphql_errors: Family<CodeLabels, Counter>,
-    store_calls: Family<StoreLabels, Counter>,
-    rows_read: Counter,
-    cql_requests: Counter,
-    cas_settled: Family<AppliedLabels, Counter>,
-    commits: Counter,
-    committed_jobs: Counter,
-    suggestion_rows: Counter,
-    suggestion_bad_lines: Counter,
-    suggestion_switches: Family<WikiLabels, Counter>,
-    suggestion_age: Family<WikiLabels, prometheus_client::metrics::gauge::Gauge>,
-    suggestion_feedback: Counter,
-    crawl_fetches: Family<StatusLabels, Counter>,
-    crawl_robots_excluded: Counter,
-    crawl_claims: Counter,
-    crawl_freed_claims: Counter,
-    crawl_handed_back: Counter,
-    crawl_domains: Family<StateLabels, prometheus_client::metrics::gauge::Gauge>,
-    worker_state: Family<WorkerLabels, prometheus_client::metrics::gauge::Gauge>,
-    worker_errors: Family<WorkerNameLabels, Counter>,
-    jobs_running: Family<JobKindLabels, prometheus_client::metrics::gauge::Gauge>,
-    jobs_ended: Family<JobLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -105,180 +78,83 @@ struct WikiLabels {
 
 const BUCKETS: [f64; 10] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
 
-static METRICS: LazyLock<Metrics> = LazyLock::new(|| {
-    let mut registry = Registry::default();
-    let http = Family::<HttpLabels, Counter>::default();
-    registry.register(
-        "kartei_http_requests",
-        "HTTP requests by route and status",
-        http.clone(),
-    );
-    let latency = Histogram::new(BUCKETS);
-    registry.register(
-        "kartei_http_request_duration_seconds",
-        "HTTP request latency",
-        latency.clone(),
-    );
-    let graphql_errors = Family::<CodeLabels, Counter>::default();
-    registry.register(
-        "kartei_graphql_errors",
-        "GraphQL errors by extensions.code",
-        graphql_errors.clone(),
-    );
-    let store_calls = Family::<StoreLabels, Counter>::default();
-    registry.register(
-        "kartei_store_calls",
-        "Store round trips by operation and table",
-        store_calls.clone(),
-    );
-    let rows_read = Counter::default();
-    registry.register(
-        "kartei_store_rows_read",
-        "Rows returned by store reads",
-        rows_read.clone(),
-    );
-    let cql_requests = Counter::default();
-    registry.register(
-        "kartei_store_cql_requests",
-        "Requests sent to the cluster (cql engine)",
-        cql_requests.clone(),
-    );
-    let cas_settled = Family::<AppliedLabels, Counter>::default();
-    registry.register(
-        "kartei_store_cas_settled",
-        "Compare-and-sets whose outcome the cluster left unknown, settled by a serial read",
-        cas_settled.clone(),
-    );
-    let commits = Counter::default();
-    registry.register(
-        "kartei_store_embedded_commits",
-        "Durable transactions committed by the embedded store's writer",
-        commits.clone(),
-    );
-    let committed_jobs = Counter::default();
-    registry.register(
-        "kartei_store_embedded_committed_writes",
-        "Write calls (batches, compare-and-sets) those transactions held",
-        committed_jobs.clone(),
-    );
-    let suggestion_rows = Counter::default();
-    registry.register(
-        "kartei_suggestions_rows_imported",
-        "Image-suggestion rows imported",
-        suggestion_rows.clone(),
-    );
-    let suggestion_bad_lines = Counter::default();
-    registry.register(
-        "kartei_suggestions_bad_lines",
-        "Bad lines in image-suggestion imports",
-        suggestion_bad_lines.clone(),
-    );
-    let suggestion_switches = Family::<WikiLabels, Counter>::default();
-    registry.register(
-        "kartei_suggestions_dataset_switches",
-        "Current-dataset switches (publish or rollback) by wiki",
-        suggestion_switches.clone(),
-    );
-    let suggestion_age = Family::<WikiLabels, prometheus_client::metrics::gauge::Gauge>::default();
-    registry.register(
-        "kartei_suggestions_current_dataset_age_seconds",
-        "Seconds since each wiki's current dataset became current (refreshed every minute)",
-        suggestion_age.clone(),
-    );
-    let suggestion_feedback = Counter::default();
-    registry.register(
-        "kartei_suggestions_feedback",
-        "Feedback recorded on image suggestions",
-        suggestion_feedback.clone(),
-    );
-    let crawl_fetches = Family::<StatusLabels, Counter>::default();
-    registry.register(
-        "kartei_crawl_fetches",
-        "Crawler requests by HTTP status (or \"error\" when none came back)",
-        crawl_fetches.clone(),
-    );
-    let crawl_robots_excluded = Counter::default();
-    registry.register(
-        "kartei_crawl_robots_exclusions",
-        "Links robots.txt kept the crawler from",
-        crawl_robots_excluded.clone(),
-    );
-    let crawl_claims = Counter::default();
-    registry.register(
-        "kartei_crawl_claims",
-        "Domains this process claimed for fetching",
-        crawl_claims.clone(),
-    );
-    let crawl_freed_claims = Counter::default();
-    registry.register(
-        "kartei_crawl_freed_claims",
-        "Claims of fetchers that stopped, freed by this process's dispatcher",
-        crawl_freed_claims.clone(),
-    );
-    let crawl_handed_back = Counter::default();
-    registry.register(
-        "kartei_crawl_handed_back",
-        "Domains this process handed back at the end of a turn, segment unfinished (a slow site or a long Crawl-delay)",
-        crawl_handed_back.clone(),
-    );
-    let crawl_domains = Family::<StateLabels, prometheus_client::metrics::gauge::Gauge>::default();
-    registry.register(
-        "kartei_crawl_queue_domains",
-        "Domains per crawl state, as this process's dispatcher last counted them (queue depth)",
-        crawl_domains.clone(),
-    );
-    let worker_state = Family::<WorkerLabels, prometheus_client::metrics::gauge::Gauge>::default();
-    registry.register(
-        "kartei_worker_state",
-        "1 for each background worker's current state (busy, idle, failing, done), 0 for the others",
-        worker_state.clone(),
-    );
-    let worker_errors = Family::<WorkerNameLabels, Counter>::default();
-    registry.register(
-        "kartei_worker_errors",
-        "Units of background work that failed, by worker",
-        worker_errors.clone(),
-    );
-    let jobs_running = Family::<JobKindLabels, prometheus_client::metrics::gauge::Gauge>::default();
-    registry.register(
-        "kartei_jobs_running",
-        "Batch jobs handed over to this server and running now, by kind",
-        jobs_running.clone(),
-    );
-    let jobs_ended = Family::<JobLabels, Counter>::default();
-    registry.register(
-        "kartei_jobs_ended",
-        "Batch jobs handed over to this server that ended, by kind and outcome (done: exit 0; failed: bad lines, not published or an error; cancelled: its command went away)",
-        jobs_ended.clone(),
-    );
-    Metrics {
-        registry,
-        jobs_running,
-        jobs_ended,
-        worker_state,
-        worker_errors,
-        crawl_fetches,
-        crawl_robots_excluded,
-        crawl_claims,
-        crawl_freed_claims,
-        crawl_handed_back,
-        crawl_domains,
-        suggestion_rows,
-        suggestion_bad_lines,
-        suggestion_switches,
-        suggestion_age,
-        suggestion_feedback,
-        commits,
-        committed_jobs,
-        http,
-        latency,
-        graphql_errors,
-        store_calls,
-        rows_read,
-        cql_requests,
-        cas_settled,
-    }
-});
+/// Declares the metrics: each a field of [`Metrics`], registered (in this
+/// order) under its name, with its doc comment as the help text, and made by
+/// `with` or else by `Default`.
+macro_rules! metrics {
+    ($($(#[doc = $help:literal])+ $field:ident: $ty:ty = $name:literal $(with $init:expr)?,)*) => {
+        struct Metrics {
+            registry: Registry,
+            $($field: $ty,)*
+        }
+
+        fn metrics() -> Metrics {
+            let mut registry = Registry::default();
+            $(
+                let $field: $ty = metrics!(@init $($init)?);
+                registry.register($name, concat!($($help),+).trim(), $field.clone());
+            )*
+            Metrics { registry, $($field,)* }
+        }
+    };
+    (@init) => { Default::default() };
+    (@init $init:expr) => { $init };
+}
+
+metrics! {
+    /// HTTP requests by route and status
+    http: Family<HttpLabels, Counter> = "kartei_http_requests",
+    /// HTTP request latency
+    latency: Histogram = "kartei_http_request_duration_seconds" with Histogram::new(BUCKETS),
+    /// GraphQL errors by extensions.code
+    graphql_errors: Family<CodeLabels, Counter> = "kartei_graphql_errors",
+    /// Store round trips by operation and table
+    store_calls: Family<StoreLabels, Counter> = "kartei_store_calls",
+    /// Rows returned by store reads
+    rows_read: Counter = "kartei_store_rows_read",
+    /// Requests sent to the cluster (cql engine)
+    cql_requests: Counter = "kartei_store_cql_requests",
+    /// Compare-and-sets whose outcome the cluster left unknown, settled by a serial read
+    cas_settled: Family<AppliedLabels, Counter> = "kartei_store_cas_settled",
+    /// Durable transactions committed by the embedded store's writer
+    commits: Counter = "kartei_store_embedded_commits",
+    /// Write calls (batches, compare-and-sets) those transactions held
+    committed_jobs: Counter = "kartei_store_embedded_committed_writes",
+    /// Image-suggestion rows imported
+    suggestion_rows: Counter = "kartei_suggestions_rows_imported",
+    /// Bad lines in image-suggestion imports
+    suggestion_bad_lines: Counter = "kartei_suggestions_bad_lines",
+    /// Current-dataset switches (publish or rollback) by wiki
+    suggestion_switches: Family<WikiLabels, Counter> = "kartei_suggestions_dataset_switches",
+    /// Seconds since each wiki's current dataset became current (refreshed every minute)
+    suggestion_age: Family<WikiLabels, Gauge> = "kartei_suggestions_current_dataset_age_seconds",
+    /// Feedback recorded on image suggestions
+    suggestion_feedback: Counter = "kartei_suggestions_feedback",
+    /// Crawler requests by HTTP status (or "error" when none came back)
+    crawl_fetches: Family<StatusLabels, Counter> = "kartei_crawl_fetches",
+    /// Links robots.txt kept the crawler from
+    crawl_robots_excluded: Counter = "kartei_crawl_robots_exclusions",
+    /// Domains this process claimed for fetching
+    crawl_claims: Counter = "kartei_crawl_claims",
+    /// Claims of fetchers that stopped, freed by this process's dispatcher
+    crawl_freed_claims: Counter = "kartei_crawl_freed_claims",
+    /// Domains this process handed back at the end of a turn, segment unfinished (a slow site or
+    /// a long Crawl-delay)
+    crawl_handed_back: Counter = "kartei_crawl_handed_back",
+    /// Domains per crawl state, as this process's dispatcher last counted them (queue depth)
+    crawl_domains: Family<StateLabels, Gauge> = "kartei_crawl_queue_domains",
+    /// 1 for each background worker's current state (busy, idle, failing, done), 0 for the others
+    worker_state: Family<WorkerLabels, Gauge> = "kartei_worker_state",
+    /// Units of background work that failed, by worker
+    worker_errors: Family<WorkerNameLabels, Counter> = "kartei_worker_errors",
+    /// Batch jobs handed over to this server and running now, by kind
+    jobs_running: Family<JobKindLabels, Gauge> = "kartei_jobs_running",
+    /// Batch jobs handed over to this server that ended, by kind and outcome (done: exit 0;
+    /// failed: bad lines, not published or an error; cancelled: its command went away)
+    jobs_ended: Family<JobLabels, Counter> = "kartei_jobs_ended",
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(metrics);
 
 /// Store calls so far, process-wide (tests read differences of this).
 static STORE_CALLS: AtomicU64 = AtomicU64::new(0);

@@ -36,6 +36,49 @@ pub trait Worker: Send + 'static {
     async fn wait_for_work(&mut self);
 }
 
+/// A worker whose unit of work is one pass over a service it holds weakly:
+/// done once the service is gone; between passes it waits `every`, or less
+/// when `wake` is notified.
+pub struct Passes<S, F> {
+    pub name: &'static str,
+    pub service: std::sync::Weak<S>,
+    pub wake: Option<Arc<tokio::sync::Notify>>,
+    pub every: Duration,
+    pub pass: F,
+}
+
+#[async_trait::async_trait]
+impl<S, F> Worker for Passes<S, F>
+where
+    S: Send + Sync + 'static,
+    F: FnMut(Arc<S>) -> futures::future::BoxFuture<'static, Result<(), ApiError>> + Send + 'static,
+{
+    fn name(&self) -> String {
+        self.name.into()
+    }
+
+    async fn work(&mut self) -> Result<WorkerState, ApiError> {
+        let Some(service) = self.service.upgrade() else {
+            return Ok(WorkerState::Done);
+        };
+        (self.pass)(service).await?;
+        Ok(WorkerState::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        let woken = async {
+            match &self.wake {
+                Some(wake) => wake.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = woken => {}
+            _ = tokio::time::sleep(self.every) => {}
+        }
+    }
+}
+
 /// What one worker is doing, as the admin sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkerStatus {

@@ -94,14 +94,9 @@ impl<S: Store> Store for Counted<S> {
         let found = self.engine.insert_new(inserts, heal).await?;
         Ok(self.read(found.iter().flatten().count(), found))
     }
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
+    async fn scan(&self, table: &'static Table, scan: Scan) -> Result<Page, StoreError> {
         self.count("scan", table.name);
-        let page = self.engine.scan(table, after, limit).await?;
+        let page = self.engine.scan(table, scan).await?;
         Ok(self.read(page.rows.len(), page))
     }
     async fn ping(&self) -> Result<(), StoreError> {

@@ -13,6 +13,7 @@ mod cursor;
 pub mod embedded;
 mod key;
 mod paging;
+mod record;
 mod table;
 
 pub use counted::Counted;
@@ -26,6 +27,8 @@ pub use paging::{Contention, pages, table_pages};
 pub fn table_id(table: &Table) -> [u8; 4] {
     key::table_id(table.keyspace.prefix(), table.name)
 }
+pub use record::{Cell, Scalar};
+pub(crate) use record::{record, text_cell};
 pub(crate) use table::table;
 pub use table::{Column, ColumnType, Keyspace, Order, Row, Table, Value, col};
 pub(crate) use table::{check_key, check_types};
@@ -34,6 +37,16 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+
+/// Builder methods that set one field each and hand the value back.
+macro_rules! setters {
+    ($($field:ident: $ty:ty),* $(,)?) => {$(
+        pub fn $field(mut self, $field: $ty) -> Self {
+            self.$field = $field;
+            self
+        }
+    )*};
+}
 
 /// A bound on the first clustering column after the slice's prefix.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,22 +77,7 @@ impl Slice {
             ..Default::default()
         }
     }
-    pub fn prefix(mut self, prefix: Vec<Value>) -> Self {
-        self.prefix = prefix;
-        self
-    }
-    pub fn limit(mut self, limit: usize) -> Self {
-        self.limit = limit;
-        self
-    }
-    pub fn after(mut self, cursor: Option<Cursor>) -> Self {
-        self.after = cursor;
-        self
-    }
-    pub fn reverse(mut self, reverse: bool) -> Self {
-        self.reverse = reverse;
-        self
-    }
+    setters!(prefix: Vec<Value>, limit: usize, after: Option<Cursor>, reverse: bool);
     pub fn lower(mut self, b: Bound) -> Self {
         self.lower = Some(b);
         self
@@ -88,6 +86,13 @@ impl Slice {
         self.upper = Some(b);
         self
     }
+}
+
+/// A read of a whole table: at most `limit` rows, continuing after `after`.
+#[derive(Clone, Debug)]
+pub struct Scan {
+    pub after: Option<Cursor>,
+    pub limit: usize,
 }
 
 /// A page of rows and, when more may follow, the cursor to continue from.
@@ -307,6 +312,17 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<Option<Row>>, StoreError>;
     /// A slice of one partition.
     async fn slice(&self, table: &'static Table, slice: &Slice) -> Result<Page, StoreError>;
+    /// The first `limit` rows of a partition with a one-column key, in one
+    /// slice (for partitions that stay small: a registry, a lookup table).
+    async fn partition_rows(
+        &self,
+        table: &'static Table,
+        partition: Value,
+        limit: usize,
+    ) -> Result<Vec<Row>, StoreError> {
+        let slice = Slice::partition(vec![partition]).limit(limit);
+        Ok(self.slice(table, &slice).await?.rows)
+    }
     /// Slices of many partitions, in the order given, as concurrent
     /// single-partition reads (one round-trip wave; no `IN` over partition keys).
     async fn slice_many(
@@ -406,12 +422,7 @@ pub trait Store: Send + Sync {
         Ok(out)
     }
     /// A whole table, page by page (maintenance jobs only).
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError>;
+    async fn scan(&self, table: &'static Table, scan: Scan) -> Result<Page, StoreError>;
     /// Does the store answer?
     async fn ping(&self) -> Result<(), StoreError>;
     /// Round trips made through this store so far (see [`Counted`]).
@@ -472,13 +483,8 @@ impl Store for DynStore {
     ) -> Result<Vec<Option<Row>>, StoreError> {
         self.as_ref().insert_new(inserts, heal).await
     }
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.as_ref().scan(table, after, limit).await
+    async fn scan(&self, table: &'static Table, scan: Scan) -> Result<Page, StoreError> {
+        self.as_ref().scan(table, scan).await
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.as_ref().ping().await

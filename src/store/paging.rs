@@ -6,7 +6,7 @@
 
 use futures::Stream;
 
-use super::{Cursor, Page, Slice, Store, StoreError, Table};
+use super::{Cursor, Page, Scan, Slice, Store, StoreError, Table};
 
 /// The pages of `slice` (its partition from `slice.after` on, `slice.limit`
 /// rows a page), until the partition ends.
@@ -38,7 +38,7 @@ pub fn table_pages<'a>(
         let Some(after) = next else {
             return Ok(None);
         };
-        let page = store.scan(table, after, limit).await?;
+        let page = store.scan(table, Scan { after, limit }).await?;
         let next = page.next.clone().map(Some);
         Ok(Some((page, next)))
     })

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::StoreError;
+use super::{Scalar, StoreError};
 
 /// The keyspace families (cql/*.cql); the cluster name is `<family>_<env>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -216,39 +216,9 @@ impl From<&str> for Value {
         Value::Text(s.to_owned())
     }
 }
-impl From<String> for Value {
-    fn from(s: String) -> Self {
-        Value::Text(s)
-    }
-}
 impl From<&String> for Value {
     fn from(s: &String) -> Self {
         Value::Text(s.clone())
-    }
-}
-impl From<i32> for Value {
-    fn from(v: i32) -> Self {
-        Value::Int(v)
-    }
-}
-impl From<i64> for Value {
-    fn from(v: i64) -> Self {
-        Value::BigInt(v)
-    }
-}
-impl From<f64> for Value {
-    fn from(v: f64) -> Self {
-        Value::Double(v)
-    }
-}
-impl From<bool> for Value {
-    fn from(v: bool) -> Self {
-        Value::Boolean(v)
-    }
-}
-impl From<Vec<String>> for Value {
-    fn from(v: Vec<String>) -> Self {
-        Value::TextList(v)
     }
 }
 impl From<Vec<u8>> for Value {
@@ -314,38 +284,28 @@ impl Row {
     }
 
     pub fn text_list(&self, name: &str) -> Vec<String> {
-        match self.get(name) {
-            Some(Value::TextList(v)) => v.clone(),
-            _ => Vec::new(),
-        }
+        self.scalar(name).unwrap_or_default()
+    }
+
+    /// A cell of type `T`; `None` when it is null or of another type.
+    pub fn scalar<T: Scalar>(&self, name: &str) -> Option<T> {
+        self.get(name).and_then(T::from_value)
     }
 
     pub fn int(&self, name: &str) -> Option<i32> {
-        match self.get(name) {
-            Some(Value::Int(v)) => Some(*v),
-            _ => None,
-        }
+        self.scalar(name)
     }
 
     pub fn bigint(&self, name: &str) -> Option<i64> {
-        match self.get(name) {
-            Some(Value::BigInt(v)) => Some(*v),
-            _ => None,
-        }
+        self.scalar(name)
     }
 
     pub fn double(&self, name: &str) -> Option<f64> {
-        match self.get(name) {
-            Some(Value::Double(v)) => Some(*v),
-            _ => None,
-        }
+        self.scalar(name)
     }
 
     pub fn boolean(&self, name: &str) -> Option<bool> {
-        match self.get(name) {
-            Some(Value::Boolean(v)) => Some(*v),
-            _ => None,
-        }
+        self.scalar(name)
     }
 
     /// The primary key values (partition key then clustering).

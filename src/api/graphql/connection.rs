@@ -35,6 +35,19 @@ pub fn after(text: Option<String>) -> Result<Option<Cursor>, ApiError> {
         .transpose()
 }
 
+/// The `first` and `after` arguments of a connection field, checked and
+/// decoded, and whether the page asked for starts after a cursor (so the
+/// built connection says earlier items exist).
+pub fn window(
+    first: Option<i32>,
+    after: Option<String>,
+) -> Result<(usize, Option<Cursor>, bool), ApiError> {
+    let first = crate::kernel::page_size(first)?;
+    let after = self::after(after)?;
+    let has_previous = after.is_some();
+    Ok((first, after, has_previous))
+}
+
 /// Builds a connection from a domain's page of nodes; `after` says whether
 /// it was asked for after a cursor (so earlier items exist).
 pub fn connection<N, C, E>(page: Listed<N>, after: bool) -> Page<N, C, E>

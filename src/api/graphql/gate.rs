@@ -459,16 +459,22 @@ mod tests {
         check(&async_graphql::parser::parse_query(q).unwrap(), &bounds())
     }
 
-    #[test]
-    fn doubling_fragments_are_refused_by_their_expanded_size() {
-        let mut q = String::from("{portals{...F29}} fragment F0 on Category{id label}");
+    /// 30 fragments named `{name}0` to `{name}29`, each spreading the one
+    /// before twice (2^29 copies of `{name}0`, whose selection is `first`).
+    fn doubling_fragments(name: &str, first: &str) -> String {
+        let mut q = format!("{{portals{{...{name}29}}}} fragment {name}0 on Category{{{first}}}");
         for i in 1..30 {
+            let before = i - 1;
             q.push_str(&format!(
-                " fragment F{i} on Category{{...F{} ...F{}}}",
-                i - 1,
-                i - 1
+                " fragment {name}{i} on Category{{...{name}{before} ...{name}{before}}}"
             ));
         }
+        q
+    }
+
+    #[test]
+    fn doubling_fragments_are_refused_by_their_expanded_size() {
+        let q = doubling_fragments("F", "id label");
         let started = std::time::Instant::now();
         let e = measure(&q).unwrap_err();
         assert!(
@@ -508,14 +514,7 @@ mod tests {
 
     #[test]
     fn spreads_of_missing_fragments_count_too() {
-        let mut q = String::from("{portals{...M29}} fragment M0 on Category{...Missing}");
-        for i in 1..30 {
-            q.push_str(&format!(
-                " fragment M{i} on Category{{...M{} ...M{}}}",
-                i - 1,
-                i - 1
-            ));
-        }
+        let q = doubling_fragments("M", "...Missing");
         assert!(measure(&q).unwrap_err().message.contains("expanded"));
     }
 

@@ -9,7 +9,7 @@
 use crate::store::ColumnType::{Double, Text};
 use crate::store::buckets::bucket_of;
 use crate::store::table;
-use crate::store::{Mutation, Row, Table, col};
+use crate::store::{DynStore, Mutation, Row, StoreError, Table, col};
 
 /// The non-key columns every assignment table carries (minus its key columns).
 macro_rules! assignment_columns {
@@ -270,6 +270,15 @@ impl Assignment {
             modified_at: r.string("modified_at"),
             confidence: r.double("confidence_value"),
         })
+    }
+
+    /// The assignment stored under `key` in the base table, if any (and well-formed).
+    pub async fn stored(
+        store: &DynStore,
+        key: &AssignmentKey,
+    ) -> Result<Option<Assignment>, StoreError> {
+        let row = store.get(&OBJECTS_KEYWORDS, &key.base_key()).await?;
+        Ok(row.as_ref().and_then(Assignment::from_row))
     }
 
     /// The five query-table rows derived from this assignment.

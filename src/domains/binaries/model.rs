@@ -4,8 +4,8 @@
 //! per-reference logs, and the work queue of originals still to process.
 
 use crate::store::ColumnType::{BigInt, Blob, Int, Text};
-use crate::store::table;
 use crate::store::{Keyspace, Row, Table, col};
+use crate::store::{record, table, text_cell};
 
 table! {
     pub BINARY_REFS: Binaries.binary_refs
@@ -176,101 +176,48 @@ impl BinaryStatus {
     }
 }
 
-/// An original as stored.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Original {
-    pub id: String,
-    pub status: Option<BinaryStatus>,
-    pub url: Option<String>,
-    pub mime: Option<String>,
-    pub size: Option<i64>,
-    pub parts: Option<i32>,
-    pub checksum: Option<String>,
-    pub width: Option<i32>,
-    pub height: Option<i32>,
-    pub created: Option<String>,
-    pub last_checked: Option<String>,
-    pub last_modified: Option<String>,
-    pub e_tag: Option<String>,
-    pub attempts: i32,
-    pub next_attempt: Option<String>,
-    pub error: Option<String>,
-    pub touched: Option<String>,
-}
+text_cell!(BinaryStatus);
 
-impl Original {
-    pub fn from_row(r: &Row) -> Original {
-        let t = |c: &str| r.text(c).map(str::to_owned);
-        Original {
-            id: r.string("original_id"),
-            status: r.text("status").and_then(BinaryStatus::parse),
-            url: t("url"),
-            mime: t("mime"),
-            size: r.bigint("size"),
-            parts: r.int("parts"),
-            checksum: t("checksum"),
-            width: r.int("width"),
-            height: r.int("height"),
-            created: t("created"),
-            last_checked: t("last_checked"),
-            last_modified: t("last_modified"),
-            e_tag: t("e_tag"),
-            attempts: r.int("attempts").unwrap_or(0),
-            next_attempt: t("next_attempt"),
-            error: t("error"),
-            touched: t("touched"),
-        }
-    }
-
-    pub fn to_row(&self) -> Row {
-        Row::new(&ORIGINALS)
-            .set("original_id", &self.id)
-            .set_opt("status", self.status.map(|s| s.as_str()))
-            .set_opt("url", self.url.clone())
-            .set_opt("mime", self.mime.clone())
-            .set_opt("size", self.size)
-            .set_opt("parts", self.parts)
-            .set_opt("checksum", self.checksum.clone())
-            .set_opt("width", self.width)
-            .set_opt("height", self.height)
-            .set_opt("created", self.created.clone())
-            .set_opt("last_checked", self.last_checked.clone())
-            .set_opt("last_modified", self.last_modified.clone())
-            .set_opt("e_tag", self.e_tag.clone())
-            .set("attempts", self.attempts)
-            .set_opt("next_attempt", self.next_attempt.clone())
-            .set_opt("error", self.error.clone())
-            .set_opt("touched", self.touched.clone())
+record! {
+    /// An original as stored.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct Original in ORIGINALS {
+        pub id: String = "original_id",
+        pub status: Option<BinaryStatus>,
+        pub url: Option<String>,
+        pub mime: Option<String>,
+        pub size: Option<i64>,
+        pub parts: Option<i32>,
+        pub checksum: Option<String>,
+        pub width: Option<i32>,
+        pub height: Option<i32>,
+        pub created: Option<String>,
+        pub last_checked: Option<String>,
+        pub last_modified: Option<String>,
+        pub e_tag: Option<String>,
+        pub attempts: i32,
+        pub next_attempt: Option<String>,
+        pub error: Option<String>,
+        pub touched: Option<String>,
     }
 }
 
-/// A reference as stored.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Reference {
-    pub id: String,
-    pub original_id: String,
-    pub context: String,
-    pub created: String,
+record! {
+    /// A reference as stored (its row in `binary_refs`).
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Reference in BINARY_REFS {
+        pub id: String = "reference_id",
+        pub original_id: String,
+        pub context: String,
+        pub created: String,
+    }
 }
 
 impl Reference {
-    pub fn from_row(r: &Row) -> Reference {
-        Reference {
-            id: r.string("reference_id"),
-            original_id: r.string("original_id"),
-            context: r.string("context"),
-            created: r.string("created"),
-        }
-    }
-
     /// The reference's base row and its two query rows.
     pub fn rows(&self) -> [Row; 3] {
         [
-            Row::new(&BINARY_REFS)
-                .set("reference_id", &self.id)
-                .set("original_id", &self.original_id)
-                .set("context", &self.context)
-                .set("created", &self.created),
+            self.to_row(),
             Row::new(&BINARY_REFS_CONTEXT)
                 .set("context", &self.context)
                 .set("reference_id", &self.id)

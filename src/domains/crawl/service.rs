@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::FutureExt;
+
 use super::claims::heartbeat_every;
 pub use super::links::{CrawlFetch, Links};
 use super::model::fixed_time;
@@ -20,7 +22,7 @@ use crate::domains::binaries::service::Binaries;
 use crate::domains::web::Fetcher;
 use crate::kernel::Clock;
 use crate::kernel::error::ApiResult;
-use crate::kernel::worker::{Worker, WorkerState};
+use crate::kernel::worker::{Passes, Worker, WorkerState};
 use crate::store::{Cursor, DynStore};
 
 #[derive(Clone, Debug)]
@@ -141,9 +143,12 @@ impl Crawl {
         // The announcement has a worker of its own: a slow pass must never
         // let it expire (another instance would take this one's domains).
         let workers = &self.inner.workers;
-        workers.spawn(Announcer {
+        workers.spawn(Passes {
+            name: "crawl-announcer",
             service: Arc::downgrade(&self.inner),
+            wake: None,
             every: heartbeat_every(self.inner.config.claim_ttl),
+            pass: |inner| async move { Crawl { inner }.announce().await }.boxed(),
         });
         workers.spawn(Dispatcher {
             service: Arc::downgrade(&self.inner),
@@ -156,31 +161,6 @@ impl Crawl {
     /// The announcer and the dispatcher, as the admin sees them.
     pub fn workers(&self) -> &crate::kernel::worker::Workers {
         &self.inner.workers
-    }
-}
-
-/// Keeps this fetcher's TTL row alive (refreshed at 3/4 of its life).
-struct Announcer {
-    service: std::sync::Weak<Inner>,
-    every: std::time::Duration,
-}
-
-#[async_trait::async_trait]
-impl Worker for Announcer {
-    fn name(&self) -> String {
-        "crawl-announcer".into()
-    }
-
-    async fn work(&mut self) -> ApiResult<WorkerState> {
-        let Some(inner) = self.service.upgrade() else {
-            return Ok(WorkerState::Done);
-        };
-        Crawl { inner }.announce().await?;
-        Ok(WorkerState::Idle)
-    }
-
-    async fn wait_for_work(&mut self) {
-        tokio::time::sleep(self.every).await;
     }
 }
 

@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
-use crate::store::table;
-use crate::store::{Row, Table};
+use crate::store::Table;
+use crate::store::{record, table, text_cell};
 
 table! {
     /// One page's suggestions of one dataset: the public key `((wiki, page_id), id, image)`,
@@ -118,141 +118,56 @@ impl DatasetState {
     }
 }
 
-/// A dataset in the registry.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Dataset {
-    pub wiki: String,
-    pub id: String,
-    pub state: DatasetState,
-    pub rows: i64,
-    pub bad_lines: i64,
-    pub started: String,
-    pub finished: Option<String>,
-    pub heartbeat: Option<String>,
-    pub source: Option<String>,
-}
+text_cell!(DatasetState);
 
-impl Dataset {
-    pub fn row(&self) -> Row {
-        Row::new(&DATASETS)
-            .set("wiki", &self.wiki)
-            .set("id", &self.id)
-            .set("state", self.state.as_str())
-            .set("row_count", self.rows)
-            .set("bad_lines", self.bad_lines)
-            .set("started", &self.started)
-            .set_opt("finished", self.finished.clone())
-            .set_opt("heartbeat", self.heartbeat.clone())
-            .set_opt("source", self.source.clone())
-    }
-
-    pub fn from_row(r: &Row) -> Option<Dataset> {
-        Some(Dataset {
-            wiki: r.string("wiki"),
-            id: r.string("id"),
-            state: DatasetState::parse(&r.string("state"))?,
-            rows: r.bigint("row_count").unwrap_or(0),
-            bad_lines: r.bigint("bad_lines").unwrap_or(0),
-            started: r.string("started"),
-            finished: r.text("finished").map(str::to_owned),
-            heartbeat: r.text("heartbeat").map(str::to_owned),
-            source: r.text("source").map(str::to_owned),
-        })
+record! {
+    /// A dataset in the registry.
+    #[derive(Clone, Debug, PartialEq, Serialize)]
+    pub struct Dataset in DATASETS (from_row -> Option) {
+        pub wiki: String,
+        pub id: String,
+        pub state: DatasetState,
+        pub rows: i64 = "row_count",
+        pub bad_lines: i64,
+        pub started: String,
+        pub finished: Option<String>,
+        pub heartbeat: Option<String>,
+        pub source: Option<String>,
     }
 }
 
-/// One suggested image for a page, as the public service's rows carry it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Suggestion {
-    pub wiki: String,
-    pub page_id: i32,
-    /// The dataset (the public schema's `id`).
-    pub id: String,
-    pub image: String,
-    pub origin_wiki: String,
-    pub confidence: f64,
-    pub found_on: Vec<String>,
-    pub kind: Vec<String>,
-    pub page_rev: Option<i32>,
-    pub section_heading: Option<String>,
-    pub section_index: Option<i32>,
-    pub page_qid: Option<String>,
-}
-
-impl Suggestion {
-    pub fn row(&self) -> Row {
-        Row::new(&SUGGESTIONS)
-            .set("wiki", &self.wiki)
-            .set("page_id", self.page_id)
-            .set("id", &self.id)
-            .set("image", &self.image)
-            .set("origin_wiki", &self.origin_wiki)
-            .set("confidence", self.confidence)
-            .set("found_on", self.found_on.clone())
-            .set("kind", self.kind.clone())
-            .set_opt("page_rev", self.page_rev)
-            .set_opt("section_heading", self.section_heading.clone())
-            .set_opt("section_index", self.section_index)
-            .set_opt("page_qid", self.page_qid.clone())
-    }
-
-    pub fn from_row(r: &Row) -> Option<Suggestion> {
-        Some(Suggestion {
-            wiki: r.string("wiki"),
-            page_id: r.int("page_id")?,
-            id: r.string("id"),
-            image: r.string("image"),
-            origin_wiki: r.string("origin_wiki"),
-            confidence: r.double("confidence").unwrap_or(0.0),
-            found_on: r.text_list("found_on"),
-            kind: r.text_list("kind"),
-            page_rev: r.int("page_rev"),
-            section_heading: r.text("section_heading").map(str::to_owned),
-            section_index: r.int("section_index"),
-            page_qid: r.text("page_qid").map(str::to_owned),
-        })
+record! {
+    /// One suggested image for a page, as the public service's rows carry it.
+    #[derive(Clone, Debug, PartialEq, Serialize)]
+    pub struct Suggestion in SUGGESTIONS {
+        pub wiki: String,
+        pub page_id: i32,
+        /// The dataset (the public schema's `id`).
+        pub id: String,
+        pub image: String,
+        pub origin_wiki: String,
+        pub confidence: f64,
+        pub found_on: Vec<String>,
+        pub kind: Vec<String>,
+        pub page_rev: Option<i32>,
+        pub section_heading: Option<String>,
+        pub section_index: Option<i32>,
+        pub page_qid: Option<String>,
     }
 }
 
-/// An editor's verdict on one image for one page.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Feedback {
-    pub wiki: String,
-    pub page_id: i32,
-    pub filename: String,
-    pub id: String,
-    pub origin_wiki: Option<String>,
-    pub user_name: String,
-    pub is_accepted: bool,
-    pub is_rejected: bool,
-    pub rejection_reasons: Vec<String>,
-}
-
-impl Feedback {
-    pub fn row(&self) -> Row {
-        Row::new(&FEEDBACK)
-            .set("wiki", &self.wiki)
-            .set("page_id", self.page_id)
-            .set("filename", &self.filename)
-            .set("id", &self.id)
-            .set_opt("origin_wiki", self.origin_wiki.clone())
-            .set("user_name", &self.user_name)
-            .set("is_accepted", self.is_accepted)
-            .set("is_rejected", self.is_rejected)
-            .set("rejection_reasons", self.rejection_reasons.clone())
-    }
-
-    pub fn from_row(r: &Row) -> Option<Feedback> {
-        Some(Feedback {
-            wiki: r.string("wiki"),
-            page_id: r.int("page_id")?,
-            filename: r.string("filename"),
-            id: r.string("id"),
-            origin_wiki: r.text("origin_wiki").map(str::to_owned),
-            user_name: r.string("user_name"),
-            is_accepted: r.boolean("is_accepted").unwrap_or(false),
-            is_rejected: r.boolean("is_rejected").unwrap_or(false),
-            rejection_reasons: r.text_list("rejection_reasons"),
-        })
+record! {
+    /// An editor's verdict on one image for one page.
+    #[derive(Clone, Debug, PartialEq, Serialize)]
+    pub struct Feedback in FEEDBACK {
+        pub wiki: String,
+        pub page_id: i32,
+        pub filename: String,
+        pub id: String,
+        pub origin_wiki: Option<String>,
+        pub user_name: String,
+        pub is_accepted: bool,
+        pub is_rejected: bool,
+        pub rejection_reasons: Vec<String>,
     }
 }

@@ -21,8 +21,8 @@ use scylla::statement::{Consistency, SerialConsistency};
 use scylla::value::CqlValue;
 
 use super::{
-    Bound, Cas, CasOutcome, ColumnType, Condition, Cursor, Heal, Mutation, Order, Page, Row, Slice,
-    Store, StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
+    Bound, Cas, CasOutcome, ColumnType, Condition, Cursor, Heal, Mutation, Order, Page, Row, Scan,
+    Slice, Store, StoreError, Table, Value, check_key, check_slice, slice_fingerprint,
 };
 use crate::kernel::metrics;
 
@@ -483,12 +483,8 @@ impl Store for CqlStore {
         Ok(CasOutcome { applied, current })
     }
 
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
+    async fn scan(&self, table: &'static Table, scan: Scan) -> Result<Page, StoreError> {
+        let Scan { after, limit } = scan;
         let fp = super::fnv1a(self.name(table).as_bytes());
         let state = match &after {
             Some(c) => PagingState::new_from_raw_bytes(c.paging_state(fp)?),

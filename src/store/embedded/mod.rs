@@ -28,7 +28,7 @@ mod writer;
 
 use super::key;
 use super::{
-    Cas, CasOutcome, Cursor, Mutation, Page, Row, Slice, Store, StoreError, Table, Value,
+    Cas, CasOutcome, Cursor, Mutation, Page, Row, Scan, Slice, Store, StoreError, Table, Value,
     check_key, check_slice, slice_fingerprint,
 };
 use writer::{Job, PreparedCas, PreparedInsert, Reply, Write, Writer};
@@ -384,12 +384,8 @@ impl Store for EmbeddedStore {
         }
     }
 
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
+    async fn scan(&self, table: &'static Table, scan: Scan) -> Result<Page, StoreError> {
+        let Scan { after, limit } = scan;
         let fp = super::fnv1a(table.qualified().as_bytes());
         let start = match &after {
             Some(c) => Some(key::encode(table, &c.key(table, fp, 0, table.key_len())?)?),

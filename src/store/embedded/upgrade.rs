@@ -223,15 +223,21 @@ mod tests {
         let rows = txn.open_table(ROWS).unwrap();
         assert!(rows.iter().unwrap().all(|e| e.unwrap().0.value()[0] == 0));
         let expiry = txn.open_table(EXPIRY).unwrap();
-        let entries: Vec<Vec<u8>> = expiry
-            .iter()
-            .unwrap()
-            .map(|e| e.unwrap().0.value().to_vec())
-            .collect();
+        let entries = keys_of(&expiry);
         assert_eq!(entries.len(), 1);
         assert_eq!(&entries[0][8..], upgraded(&legacy_key("odd", 7)).unwrap());
         let meta = txn.open_table(META).unwrap();
         assert_eq!(meta.get(KEY_LAYOUT).unwrap().unwrap().value(), TABLE_IDS);
+    }
+
+    fn keys_of<V: redb::Value + 'static>(
+        table: &impl ReadableTable<&'static [u8], V>,
+    ) -> Vec<Vec<u8>> {
+        table
+            .iter()
+            .unwrap()
+            .map(|e| e.unwrap().0.value().to_vec())
+            .collect()
     }
 
     #[test]
@@ -243,11 +249,7 @@ mod tests {
         keys_in_chunks(&db, 3).unwrap_or_else(|e| panic!("{e}"));
         let txn = db.begin_read().unwrap();
         let rows = txn.open_table(ROWS).unwrap();
-        let keys: Vec<Vec<u8>> = rows
-            .iter()
-            .unwrap()
-            .map(|e| e.unwrap().0.value().to_vec())
-            .collect();
+        let keys = keys_of(&rows);
         assert_eq!(keys.len(), 25);
         assert!(keys.iter().all(|k| k[0] == 0));
         // The same once more: nothing to do.

@@ -55,7 +55,13 @@ async fn graphql_upload(app: &TestServer, context: &str, file: &[u8]) -> Value {
 /// The one original row of a store of its own, if any.
 async fn originals_in(store: &kartei::store::DynStore) -> Vec<kartei::store::Row> {
     store
-        .scan(&kartei::domains::binaries::model::ORIGINALS, None, 100)
+        .scan(
+            &kartei::domains::binaries::model::ORIGINALS,
+            kartei::store::Scan {
+                after: None,
+                limit: 100,
+            },
+        )
         .await
         .unwrap()
         .rows
@@ -210,7 +216,13 @@ async fn a_slow_upload_renews_its_lease_and_a_stalled_one_leaves_nothing(engine:
         .expect_err("the stalled upload fails");
     assert_eq!(failed.code(), "TIMEOUT", "{failed:?}");
     let chunks = store
-        .scan(&kartei::domains::binaries::model::ORIGINALS_DATA, None, 100)
+        .scan(
+            &kartei::domains::binaries::model::ORIGINALS_DATA,
+            kartei::store::Scan {
+                after: None,
+                limit: 100,
+            },
+        )
         .await
         .unwrap()
         .rows;

@@ -1,7 +1,7 @@
 //! Whole tables: scans page through them, and the CQL files declare what the
 //! Rust declarations do.
 
-use kartei::store::{Mutation, Row, Slice, StoreError};
+use kartei::store::{Mutation, Row, Scan, Slice, StoreError};
 
 use super::PROBE_DESC;
 use crate::both_engines;
@@ -20,7 +20,7 @@ async fn scans_page_through_a_table(engine: Engine) {
     let mut found = false;
     let mut pages = 0;
     loop {
-        let page = s.scan(&PROBE_DESC, after, 2).await.unwrap();
+        let page = s.scan(&PROBE_DESC, Scan { after, limit: 2 }).await.unwrap();
         pages += 1;
         found |= page.rows.iter().any(|r| r.string("p") == p);
         match page.next {
@@ -41,7 +41,14 @@ async fn scans_page_through_a_table(engine: Engine) {
         .cursors
         .remove(0);
     assert!(matches!(
-        s.scan(&PROBE_DESC, Some(slice_cursor), 2).await,
+        s.scan(
+            &PROBE_DESC,
+            Scan {
+                after: Some(slice_cursor),
+                limit: 2
+            }
+        )
+        .await,
         Err(StoreError::BadCursor)
     ));
 }

@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kartei::store::{DynStore, Table, Value as KValue};
+use kartei::store::{DynStore, Scan, Table, Value as KValue};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_kartei");
@@ -400,7 +400,16 @@ async fn dump(store: &DynStore, tables: &[&'static Table]) -> BTreeMap<&'static 
         let mut lines = Vec::new();
         let mut after = None;
         loop {
-            let page = store.scan(t, after, 1_000).await.expect("scan");
+            let page = store
+                .scan(
+                    t,
+                    Scan {
+                        after,
+                        limit: 1_000,
+                    },
+                )
+                .await
+                .expect("scan");
             for row in &page.rows {
                 let cells: Vec<String> = t
                     .all_columns()

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use kartei::store::{DynStore, Table};
+use kartei::store::{DynStore, Scan, Table};
 use serde_json::{Value, json};
 
 use super::{
@@ -87,7 +87,16 @@ async fn binaries_whole(store: &DynStore, seed: u64) -> BTreeMap<String, String>
             let mut rows = Vec::new();
             let mut after = None;
             loop {
-                let page = store.scan(t, after, 1_000).await.expect("scan");
+                let page = store
+                    .scan(
+                        t,
+                        Scan {
+                            after,
+                            limit: 1_000,
+                        },
+                    )
+                    .await
+                    .expect("scan");
                 rows.extend(page.rows);
                 match page.next {
                     Some(n) => after = Some(n),

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use kartei::store::{
-    Cas, CasOutcome, DynStore, Mutation, Page, Row, Slice, Store, StoreError, Table,
+    Cas, CasOutcome, DynStore, Mutation, Page, Row, Scan, Slice, Store, StoreError, Table,
     Value as KValue,
 };
 
@@ -105,13 +105,8 @@ impl Store for Faulty {
         }
         self.inner.cas(cas).await
     }
-    async fn scan(
-        &self,
-        table: &'static Table,
-        after: Option<kartei::store::Cursor>,
-        limit: usize,
-    ) -> Result<Page, StoreError> {
-        self.inner.scan(table, after, limit).await
+    async fn scan(&self, table: &'static Table, scan: Scan) -> Result<Page, StoreError> {
+        self.inner.scan(table, scan).await
     }
     async fn ping(&self) -> Result<(), StoreError> {
         self.inner.ping().await

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Change, Events, event_writes, millis_of, minute_of, new_id};
-use crate::domains::assignments::model::{
-    Assignment, AssignmentKey, AssignmentStatus, OBJECTS_KEYWORDS,
-};
+use crate::domains::assignments::model::{Assignment, AssignmentKey, AssignmentStatus};
 use crate::store::table;
 use crate::store::{Bound, Heal, Mutation, Row, Slice, StoreError};
 
@@ -253,12 +251,7 @@ impl Events {
         if age < IN_FLIGHT_MS {
             return Ok(false);
         }
-        let current = self
-            .store
-            .get(&OBJECTS_KEYWORDS, &intent.key.base_key())
-            .await?
-            .as_ref()
-            .and_then(Assignment::from_row);
+        let current = Assignment::stored(&self.store, &intent.key).await?;
         match current {
             Some(assignment) if intent.made(&assignment) => {
                 let mut writes = self.writes(

@@ -109,33 +109,33 @@ fn staying_in_the_same_status_is_not_a_transition() {
 
 #[test]
 fn any_one_of_several_roles_is_enough_for_a_transition() {
-    let machine_editor = principal(Some("u"), &[Role::Machine, Role::Editor]);
-    assert_eq!(
-        outcome(check_transition(&machine_editor, Suggested, Accepted)),
-        "OK"
-    );
-    let machine_archive = principal(Some("u"), &[Role::Machine, Role::Archive]);
-    assert_eq!(
-        outcome(check_transition(
+    let machine_editor = [Role::Machine, Role::Editor];
+    let machine_archive = [Role::Machine, Role::Archive];
+    let contributor_archive = [Role::Contributor, Role::Archive];
+    let cases: [(&[Role], AssignmentStatus, AssignmentStatus, &str); 4] = [
+        (&machine_editor, Suggested, Accepted, "OK"),
+        (&machine_archive, Published, Deletesuggested, "OK"),
+        (
             &machine_archive,
-            Published,
-            Deletesuggested
-        )),
-        "OK"
-    );
-    assert_eq!(
-        outcome(check_transition(&machine_archive, Deletesuggested, Deleted)),
-        "FORBIDDEN(editor)"
-    );
-    let contributor_archive = principal(Some("u"), &[Role::Contributor, Role::Archive]);
-    assert_eq!(
-        outcome(check_transition(
+            Deletesuggested,
+            Deleted,
+            "FORBIDDEN(editor)",
+        ),
+        (
             &contributor_archive,
             Autosuggested,
-            Rejected
-        )),
-        "FORBIDDEN(editor)"
-    );
+            Rejected,
+            "FORBIDDEN(editor)",
+        ),
+    ];
+    for (roles, from, to, expected) in cases {
+        let p = principal(Some("u"), roles);
+        assert_eq!(
+            outcome(check_transition(&p, from, to)),
+            expected,
+            "{roles:?}: {from:?} -> {to:?}"
+        );
+    }
 }
 
 #[test]

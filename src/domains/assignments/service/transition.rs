@@ -176,12 +176,7 @@ impl Assignments {
 
     /// The base row of `a` as stored now, if it differs from `a`.
     pub(super) async fn changed_since(&self, a: &Assignment) -> ApiResult<Option<Assignment>> {
-        let now = self
-            .store
-            .get(&OBJECTS_KEYWORDS, &a.key.base_key())
-            .await?
-            .as_ref()
-            .and_then(Assignment::from_row);
+        let now = Assignment::stored(&self.store, &a.key).await?;
         Ok(now.filter(|cur| cur != a))
     }
 }

@@ -154,16 +154,23 @@ fn size() -> impl Strategy<Value = Size> {
 }
 
 fn region() -> impl Strategy<Value = Region> {
+    region_within(40_000, 40_000, (100.0, 0.01, 200.0))
+}
+
+/// Any region kind: pixel offsets below `at`, sizes from 1 below `side`;
+/// percentages with offsets up to `pct.0` and sizes from `pct.1` to `pct.2`.
+fn region_within(at: u32, side: u32, pct: (f64, f64, f64)) -> impl Strategy<Value = Region> {
+    let (at_pct, min_pct, max_pct) = pct;
     prop_oneof![
         Just(Region::Full),
         Just(Region::Square),
-        (0u32..40_000, 0u32..40_000, 1u32..40_000, 1u32..40_000)
+        (0u32..at, 0u32..at, 1u32..side, 1u32..side)
             .prop_map(|(x, y, w, h)| Region::Pixels(x, y, w, h)),
         (
-            decimal(0.0, 100.0),
-            decimal(0.0, 100.0),
-            decimal(0.01, 200.0),
-            decimal(0.01, 200.0)
+            decimal(0.0, at_pct),
+            decimal(0.0, at_pct),
+            decimal(min_pct, max_pct),
+            decimal(min_pct, max_pct)
         )
             .prop_map(|(x, y, w, h)| Region::Percent(x, y, w, h)),
     ]
@@ -541,19 +548,7 @@ proptest! {
 
 /// Regions of an image of up to 24 pixels a side (some reach past it).
 fn small_region() -> impl Strategy<Value = Region> {
-    prop_oneof![
-        Just(Region::Full),
-        Just(Region::Square),
-        (0u32..24, 0u32..24, 1u32..30, 1u32..30)
-            .prop_map(|(x, y, w, h)| Region::Pixels(x, y, w, h)),
-        (
-            decimal(0.0, 90.0),
-            decimal(0.0, 90.0),
-            decimal(1.0, 120.0),
-            decimal(1.0, 120.0)
-        )
-            .prop_map(|(x, y, w, h)| Region::Percent(x, y, w, h)),
-    ]
+    region_within(24, 30, (90.0, 1.0, 120.0))
 }
 
 /// Sizes of up to 64 pixels a side, mostly allowed to upscale.

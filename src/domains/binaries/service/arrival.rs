@@ -296,14 +296,7 @@ impl Binaries {
                 ttl: None,
             })
             .await?;
-        self.store()
-            .apply(vec![Mutation::upsert(
-                Row::new(&URLS_ORIGINAL)
-                    .set("original_id", to)
-                    .set("url", url),
-            )])
-            .await?;
-        Ok(())
+        self.list_url(to, url).await
     }
 
     /// Streams a fetched body into chunk rows of `id`.

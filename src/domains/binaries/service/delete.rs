@@ -10,7 +10,7 @@ use futures::TryStreamExt;
 
 use crate::store::buckets::bucket_of;
 use crate::store::table_pages;
-use crate::store::{Cas, Condition, Mutation, Slice, Value};
+use crate::store::{Cas, Condition, Mutation, Value};
 
 impl Binaries {
     // ----- deleting -----
@@ -135,13 +135,10 @@ impl Binaries {
         }
         let urls = self
             .store()
-            .slice(
-                &URLS_ORIGINAL,
-                &Slice::partition(vec![id.into()]).limit(1_000),
-            )
+            .partition_rows(&URLS_ORIGINAL, id.into(), 1_000)
             .await?;
         let mut batch = Vec::new();
-        for u in &urls.rows {
+        for u in &urls {
             // Emptied only while it still points here: a registration may
             // have moved the URL to a new original since (see `url_target`).
             self.store()

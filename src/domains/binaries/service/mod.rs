@@ -378,15 +378,11 @@ impl Binaries {
 
     /// Log lines of a reference, oldest first: (timestamp, message).
     pub async fn logs(&self, reference_id: &str) -> ApiResult<Vec<(String, String)>> {
-        let page = self
+        let rows = self
             .store()
-            .slice(
-                &LOGS,
-                &Slice::partition(vec![reference_id.into()]).limit(1_000),
-            )
+            .partition_rows(&LOGS, reference_id.into(), 1_000)
             .await?;
-        Ok(page
-            .rows
+        Ok(rows
             .iter()
             .map(|r| (r.string("timestamp"), r.string("message")))
             .collect())
@@ -441,14 +437,11 @@ impl Binaries {
     }
 
     async fn refs_of(&self, original_id: &str) -> ApiResult<Vec<String>> {
-        let page = self
+        let rows = self
             .store()
-            .slice(
-                &BINARY_REFS_ORIGINAL,
-                &Slice::partition(vec![original_id.into()]).limit(1_000),
-            )
+            .partition_rows(&BINARY_REFS_ORIGINAL, original_id.into(), 1_000)
             .await?;
-        Ok(page.rows.iter().map(|r| r.string("reference_id")).collect())
+        Ok(rows.iter().map(|r| r.string("reference_id")).collect())
     }
 
     async fn log_original(&self, original_id: &str, message: &str) {

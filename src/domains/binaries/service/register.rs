@@ -167,14 +167,17 @@ impl Binaries {
             .await?
             .applied;
         if created {
-            self.store()
-                .apply(vec![Mutation::upsert(
-                    Row::new(&URLS_ORIGINAL)
-                        .set("original_id", id)
-                        .set("url", url),
-                )])
-                .await?;
+            self.list_url(id, url).await?;
         }
+        Ok(())
+    }
+
+    /// Lists `url` under the original it leads to (the query table `urls_original`).
+    pub(super) async fn list_url(&self, original_id: &str, url: &str) -> ApiResult<()> {
+        let row = Row::new(&URLS_ORIGINAL)
+            .set("original_id", original_id)
+            .set("url", url);
+        self.store().apply(vec![Mutation::upsert(row)]).await?;
         Ok(())
     }
 

@@ -7,13 +7,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
+
 use super::arrival::Finished;
 use super::*;
 use crate::domains::binaries::model::*;
 use crate::domains::web::FetchError;
 use crate::kernel::error::ApiResult;
 use crate::kernel::parse_time;
-use crate::kernel::worker::{Worker, WorkerState};
+use crate::kernel::worker::Passes;
 use crate::store::buckets::{all_buckets, merged_slice};
 use crate::store::{Cas, Condition, Cursor, Mutation, Page, Slice, Value};
 
@@ -26,15 +28,34 @@ impl Binaries {
     /// weakly and end with it (or at `workers().stop()`).
     pub fn spawn_worker(&self, interval: Duration, gc_every: Duration) {
         let weak = Arc::downgrade(&self.inner);
-        self.inner.workers.spawn(ScalingWorker {
+        self.inner.workers.spawn(Passes {
+            name: "binaries-scaling",
             service: weak.clone(),
-            wake: self.inner.wake.clone(),
-            interval,
+            wake: Some(self.inner.wake.clone()),
+            every: interval,
+            pass: |inner| async move { Binaries { inner }.process_due().await.map(drop) }.boxed(),
         });
-        self.inner.workers.spawn(Collector {
+        // The first pass comes `gc_every` after the start, not at it.
+        let mut first = true;
+        self.inner.workers.spawn(Passes {
+            name: "binaries-collector",
             service: weak,
+            wake: None,
             every: gc_every,
-            first: true,
+            pass: move |inner| {
+                let skip = std::mem::take(&mut first);
+                async move {
+                    if skip {
+                        return Ok(());
+                    }
+                    let r = Binaries { inner }.collect_garbage().await?;
+                    if r.removed > 0 {
+                        tracing::info!(removed = r.removed, "collected unreferenced originals");
+                    }
+                    Ok(())
+                }
+                .boxed()
+            },
         });
     }
 
@@ -237,67 +258,5 @@ impl Binaries {
             return self.scale(o.clone(), None, slot).await;
         }
         Err(FetchError::Permanent("the upload never finished".into()))
-    }
-}
-
-/// Processes due originals (downloads, scaling), a pass at a time.
-struct ScalingWorker {
-    service: std::sync::Weak<super::Inner>,
-    wake: Arc<tokio::sync::Notify>,
-    interval: Duration,
-}
-
-#[async_trait::async_trait]
-impl Worker for ScalingWorker {
-    fn name(&self) -> String {
-        "binaries-scaling".into()
-    }
-
-    async fn work(&mut self) -> ApiResult<WorkerState> {
-        let Some(inner) = self.service.upgrade() else {
-            return Ok(WorkerState::Done);
-        };
-        Binaries { inner }.process_due().await?;
-        Ok(WorkerState::Idle)
-    }
-
-    async fn wait_for_work(&mut self) {
-        tokio::select! {
-            _ = self.wake.notified() => {}
-            _ = tokio::time::sleep(self.interval) => {}
-        }
-    }
-}
-
-/// Removes originals nobody references, a whole pass every `every` (the
-/// first one `every` after the start, not at it).
-struct Collector {
-    service: std::sync::Weak<super::Inner>,
-    every: Duration,
-    first: bool,
-}
-
-#[async_trait::async_trait]
-impl Worker for Collector {
-    fn name(&self) -> String {
-        "binaries-collector".into()
-    }
-
-    async fn work(&mut self) -> ApiResult<WorkerState> {
-        let Some(inner) = self.service.upgrade() else {
-            return Ok(WorkerState::Done);
-        };
-        if std::mem::take(&mut self.first) {
-            return Ok(WorkerState::Idle);
-        }
-        let r = Binaries { inner }.collect_garbage().await?;
-        if r.removed > 0 {
-            tracing::info!(removed = r.removed, "collected unreferenced originals");
-        }
-        Ok(WorkerState::Idle)
-    }
-
-    async fn wait_for_work(&mut self) {
-        tokio::time::sleep(self.every).await;
     }
 }

@@ -40,7 +40,9 @@ impl Suggestions {
             heartbeat: Some(now),
             source,
         };
-        self.store.apply(vec![Mutation::upsert(ds.row())]).await?;
+        self.store
+            .apply(vec![Mutation::upsert(ds.to_row())])
+            .await?;
         Ok(ds)
     }
 
@@ -75,7 +77,7 @@ impl Suggestions {
                     s.wiki = wiki.to_owned();
                     s.id = id.to_owned();
                     keys.insert((0, s.page_id.to_string(), bucket(s.page_id)));
-                    batch.push(Mutation::upsert(s.row()));
+                    batch.push(Mutation::upsert(s.to_row()));
                 }
                 Record::Title {
                     title,
@@ -135,7 +137,9 @@ impl Suggestions {
             finished: Some(self.clock.precise()),
             ..ds.clone()
         };
-        self.store.apply(vec![Mutation::upsert(done.row())]).await?;
+        self.store
+            .apply(vec![Mutation::upsert(done.to_row())])
+            .await?;
         self.switch(&ds.wiki, &ds.id).await?;
         crate::kernel::metrics::suggestion_switch(&ds.wiki);
         self.purge_beyond(&ds.wiki, keep).await?;
@@ -178,7 +182,7 @@ impl Suggestions {
             ..ds.clone()
         };
         self.store
-            .apply(vec![Mutation::upsert(failed.row())])
+            .apply(vec![Mutation::upsert(failed.to_row())])
             .await?;
         self.purge_dataset(&failed).await
     }
@@ -310,7 +314,7 @@ impl Suggestions {
             ..ds.clone()
         };
         self.store
-            .apply(vec![Mutation::upsert(purged.row())])
+            .apply(vec![Mutation::upsert(purged.to_row())])
             .await?;
         Ok(())
     }

@@ -17,7 +17,7 @@ use crate::kernel::{Clock, check_id};
 use futures::TryStreamExt;
 
 use crate::store::pages;
-use crate::store::{Cas, Condition, DynStore, Mutation, Row, Slice, Value};
+use crate::store::{Cas, Condition, DynStore, Mutation, Row, Scan, Slice, Table, Value};
 
 mod datasets;
 
@@ -182,14 +182,11 @@ impl Suggestions {
     /// The registry of `wiki`, newest first.
     pub async fn datasets(&self, wiki: &str) -> ApiResult<Vec<Dataset>> {
         check_wiki(wiki)?;
-        let page = self
+        let rows = self
             .store
-            .slice(
-                &DATASETS,
-                &Slice::partition(vec![wiki.into()]).limit(10_000),
-            )
+            .partition_rows(&DATASETS, wiki.into(), 10_000)
             .await?;
-        let mut all: Vec<Dataset> = page.rows.iter().filter_map(Dataset::from_row).collect();
+        let mut all: Vec<Dataset> = rows.iter().filter_map(Dataset::from_row).collect();
         all.sort_by(|a, b| b.started.cmp(&a.started).then(b.id.cmp(&a.id)));
         Ok(all)
     }
@@ -264,13 +261,13 @@ impl Suggestions {
             .zip(feedback)
             .map(|(page, fb)| {
                 let mut by_file: HashMap<String, Vec<Feedback>> = HashMap::new();
-                for f in fb.iter().filter_map(Feedback::from_row) {
+                for f in fb.iter().map(Feedback::from_row) {
                     by_file.entry(f.filename.clone()).or_default().push(f);
                 }
                 let mut out: Vec<Reviewed> = page
                     .rows
                     .iter()
-                    .filter_map(Suggestion::from_row)
+                    .map(Suggestion::from_row)
                     .filter(|s| opts.min_confidence.is_none_or(|m| s.confidence >= m))
                     .filter_map(|s| {
                         let feedback = by_file.get(&s.image).cloned().unwrap_or_default();
@@ -297,22 +294,10 @@ impl Suggestions {
         if title.is_empty() || title.len() > 1_000 {
             return Err(ApiError::bad_input("a title has 1 to 1000 bytes"));
         }
-        let Some(current) = self.current(wiki).await? else {
-            return Ok(None);
-        };
-        let page = self
-            .store
-            .slice(
-                &TITLE_CACHE,
-                &Slice::partition(vec![wiki.into(), title.into()])
-                    .prefix(vec![current.as_str().into()])
-                    .limit(1),
-            )
+        let row = self
+            .current_cache_row(&TITLE_CACHE, wiki, title.into())
             .await?;
-        Ok(page
-            .rows
-            .first()
-            .and_then(|r| Some((r.int("page_id")?, r.int("page_rev")))))
+        Ok(row.and_then(|r| Some((r.int("page_id")?, r.int("page_rev")))))
     }
 
     /// The classes of a page's item in the current dataset.
@@ -321,22 +306,33 @@ impl Suggestions {
         wiki: &str,
         page_id: i32,
     ) -> ApiResult<Option<(Option<i32>, Vec<String>)>> {
+        let row = self
+            .current_cache_row(&INSTANCEOF_CACHE, wiki, Value::Int(page_id))
+            .await?;
+        Ok(row.map(|r| (r.int("page_rev"), r.text_list("instance_of"))))
+    }
+
+    /// The row a per-dataset cache (`title_cache`, `instanceof_cache`) holds
+    /// under `(wiki, key)` for the wiki's current dataset.
+    async fn current_cache_row(
+        &self,
+        cache: &'static Table,
+        wiki: &str,
+        key: Value,
+    ) -> ApiResult<Option<Row>> {
         let Some(current) = self.current(wiki).await? else {
             return Ok(None);
         };
-        let page = self
+        let slice = Slice::partition(vec![wiki.into(), key])
+            .prefix(vec![current.as_str().into()])
+            .limit(1);
+        Ok(self
             .store
-            .slice(
-                &INSTANCEOF_CACHE,
-                &Slice::partition(vec![wiki.into(), Value::Int(page_id)])
-                    .prefix(vec![current.as_str().into()])
-                    .limit(1),
-            )
-            .await?;
-        Ok(page
+            .slice(cache, &slice)
+            .await?
             .rows
-            .first()
-            .map(|r| (r.int("page_rev"), r.text_list("instance_of"))))
+            .into_iter()
+            .next())
     }
 
     /// Every feedback row of a page.
@@ -344,7 +340,7 @@ impl Suggestions {
         check_wiki(wiki)?;
         let mut pages = self.feedback_rows(wiki, &[page_id]).await?;
         let rows = pages.pop().unwrap_or_default();
-        Ok(rows.iter().filter_map(Feedback::from_row).collect())
+        Ok(rows.iter().map(Feedback::from_row).collect())
     }
 
     /// Every feedback row of each page, in the order given: one wave of
@@ -441,7 +437,7 @@ impl Suggestions {
             rejection_reasons: reasons,
         };
         self.store
-            .apply(vec![Mutation::upsert(feedback.row())])
+            .apply(vec![Mutation::upsert(feedback.to_row())])
             .await?;
         crate::kernel::metrics::suggestion_feedback();
         Ok(feedback)
@@ -507,7 +503,16 @@ impl Suggestions {
     /// Sets the current-dataset age metric of every wiki (the pointer table
     /// holds one row per wiki; the server calls this once a minute).
     pub async fn refresh_metrics(&self) -> ApiResult<()> {
-        let page = self.store.scan(&CURRENT, None, 10_000).await?;
+        let page = self
+            .store
+            .scan(
+                &CURRENT,
+                Scan {
+                    after: None,
+                    limit: 10_000,
+                },
+            )
+            .await?;
         let now = self.clock.now();
         for r in &page.rows {
             let switched = r.text("switched").and_then(|t| {

@@ -193,25 +193,19 @@ impl Themes {
     }
 
     pub async fn portals(&self) -> ApiResult<Vec<Category>> {
-        let page = self
+        let rows = self
             .store
-            .slice(
-                &PORTALS,
-                &Slice::partition(vec![PORTAL_TYPE.into()]).limit(MAX_CHILDREN),
-            )
+            .partition_rows(&PORTALS, PORTAL_TYPE.into(), MAX_CHILDREN)
             .await?;
-        Ok(page.rows.iter().map(listed_category(None)).collect())
+        Ok(rows.iter().map(listed_category(None)).collect())
     }
 
     pub async fn gnd_entities(&self) -> ApiResult<Vec<GndEntity>> {
-        let page = self
+        let rows = self
             .store
-            .slice(
-                &GND_ENTITIES,
-                &Slice::partition(vec![GND_TYPE.into()]).limit(10_000),
-            )
+            .partition_rows(&GND_ENTITIES, GND_TYPE.into(), 10_000)
             .await?;
-        Ok(page.rows.iter().map(GndEntity::from_row).collect())
+        Ok(rows.iter().map(GndEntity::from_row).collect())
     }
 
     /// The children of many categories (concurrent single-partition reads,
