@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use kartei::app::config::{
-    Cli, Command, CompactArgs, RemoteArgs, ServeArgs, StoreArgs, StoreConfig, SuggestionsCommand,
+    Cli, Command, CompactArgs, RunOn, ServeArgs, StoreArgs, StoreConfig, SuggestionsCommand,
     TokenArgs,
 };
 use kartei::app::control;
@@ -127,12 +127,8 @@ fn in_use(e: anyhow::Error, dir: &std::path::Path) -> anyhow::Error {
 
 /// Runs a batch job: handed to the server that holds the embedded data
 /// directory, if one runs, else here on the store the flags name.
-async fn batch(
-    job: Job,
-    store: &StoreArgs,
-    remote: &RemoteArgs,
-    input: Option<Input>,
-) -> anyhow::Result<ExitCode> {
+async fn batch(job: Job, on: &RunOn, input: Option<Input>) -> anyhow::Result<ExitCode> {
+    let RunOn { store, remote } = on;
     if let Some(path) = input.as_ref().and_then(|i| i.path.as_ref()) {
         std::fs::metadata(path)
             .map_err(|e| usage(format!("cannot read {}: {e}", path.display())))?;
@@ -182,14 +178,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 concurrency: a.concurrency,
                 max_category_depth: a.vocabulary.max_category_depth.into(),
             };
-            batch(job, &a.store, &a.remote, Some(Input::from_arg(&a.file))).await
+            batch(job, &a.on, Some(Input::from_arg(&a.file))).await
         }
         Command::ImportAssignments(a) => {
             let job = Job::ImportAssignments {
                 creator: a.creator,
                 concurrency: a.concurrency,
             };
-            batch(job, &a.store, &a.remote, Some(Input::from_arg(&a.file))).await
+            batch(job, &a.on, Some(Input::from_arg(&a.file))).await
         }
         Command::ImportSuggestions(a) => {
             let job = Job::ImportSuggestions {
@@ -199,29 +195,27 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 concurrency: a.concurrency,
                 dead_after: a.dead_after,
             };
-            batch(job, &a.store, &a.remote, Some(Input::from_arg(&a.file))).await
+            batch(job, &a.on, Some(Input::from_arg(&a.file))).await
         }
         Command::RepairViews(a) => {
             let job = Job::RepairViews {
                 check: a.check,
                 portal: a.portal,
             };
-            batch(job, &a.store, &a.remote, None).await
+            batch(job, &a.on, None).await
         }
         Command::GcBinaries(a) => {
             let job = Job::GcBinaries {
                 gc_grace: a.gc_grace,
             };
-            batch(job, &a.store, &a.remote, None).await
+            batch(job, &a.on, None).await
         }
-        Command::RecheckBinaries(a) => batch(Job::RecheckBinaries, &a.store, &a.remote, None).await,
+        Command::RecheckBinaries(a) => batch(Job::RecheckBinaries, &a.on, None).await,
         Command::Suggestions(cmd) => {
-            let (job, store, remote) = match cmd {
-                SuggestionsCommand::List(a) => {
-                    (Job::SuggestionsList { wiki: a.wiki }, a.store, a.remote)
-                }
+            let (job, on) = match cmd {
+                SuggestionsCommand::List(a) => (Job::SuggestionsList { wiki: a.wiki }, a.on),
                 SuggestionsCommand::Rollback(a) => {
-                    (Job::SuggestionsRollback { wiki: a.wiki }, a.store, a.remote)
+                    (Job::SuggestionsRollback { wiki: a.wiki }, a.on)
                 }
                 SuggestionsCommand::Purge(a) => (
                     Job::SuggestionsPurge {
@@ -229,11 +223,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                         keep: a.keep,
                         dead_after: a.dead_after,
                     },
-                    a.store,
-                    a.remote,
+                    a.on,
                 ),
             };
-            batch(job, &store, &remote, None).await
+            batch(job, &on, None).await
         }
         Command::Compact(args) => compact(args),
         Command::Token(args) => token(args),

@@ -88,6 +88,15 @@ pub struct StoreArgs {
 /// Where a batch command runs its job: by default on the store the store
 /// flags name (or handed to the server holding an embedded data directory);
 /// with `--server`, on a kartei server over its HTTP API.
+#[derive(Args, Debug, Clone)]
+pub struct RunOn {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+}
+
+/// `--server` and its token.
 #[derive(Args, Debug, Clone, Default)]
 pub struct RemoteArgs {
     /// The kartei server (`https://kartei.example.org`) to run this command
@@ -297,35 +306,29 @@ impl Default for BinaryArgs {
 #[derive(Args, Debug, Clone)]
 pub struct RecheckArgs {
     #[command(flatten)]
-    pub store: StoreArgs,
-    #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub on: RunOn,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct GcArgs {
-    #[command(flatten)]
-    pub store: StoreArgs,
     /// An unreferenced original is collected once untouched this long, in seconds.
     #[arg(long, env = "KARTEI_GC_GRACE", default_value_t = 600)]
     pub gc_grace: u64,
     #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub on: RunOn,
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct ImportArgs {
     /// The NDJSON file.
     pub file: PathBuf,
-    #[command(flatten)]
-    pub store: StoreArgs,
     /// How many records are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 16)]
     pub concurrency: usize,
     #[command(flatten)]
     pub vocabulary: VocabularyLimits,
     #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub on: RunOn,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -335,13 +338,11 @@ pub struct ImportAssignmentsArgs {
     /// Recorded as the creator of every assignment (the machine's name).
     #[arg(long, env = "KARTEI_CREATOR")]
     pub creator: String,
-    #[command(flatten)]
-    pub store: StoreArgs,
     /// How many chunks of 1,000 lines are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
     #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub on: RunOn,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -364,9 +365,7 @@ pub struct ImportSuggestionsArgs {
     #[arg(long, default_value_t = crate::domains::suggestions::service::DEAD_AFTER_SECS)]
     pub dead_after: i64,
     #[command(flatten)]
-    pub store: StoreArgs,
-    #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub on: RunOn,
 }
 
 #[derive(clap::Subcommand, Debug, Clone)]
@@ -384,9 +383,7 @@ pub struct WikiArgs {
     #[arg(long, env = "KARTEI_WIKI")]
     pub wiki: String,
     #[command(flatten)]
-    pub store: StoreArgs,
-    #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub on: RunOn,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -400,9 +397,7 @@ pub struct PurgeArgs {
     #[arg(long, default_value_t = crate::domains::suggestions::service::DEAD_AFTER_SECS)]
     pub dead_after: i64,
     #[command(flatten)]
-    pub store: StoreArgs,
-    #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub on: RunOn,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -421,9 +416,7 @@ pub struct RepairArgs {
     #[arg(long)]
     pub portal: Option<String>,
     #[command(flatten)]
-    pub store: StoreArgs,
-    #[command(flatten)]
-    pub remote: RemoteArgs,
+    pub on: RunOn,
 }
 
 /// The longest a minted token may be valid: 100 years.

@@ -335,6 +335,16 @@ pub async fn run_recorded(
     outcome
 }
 
+/// The input of a job that reads one (checked by `checked_input`), opened.
+fn opened(
+    input: Option<Input>,
+    read: Arc<AtomicU64>,
+) -> anyhow::Result<(Input, Box<dyn std::io::Read + Send>, usize)> {
+    let input = input.ok_or_else(|| Refused("this job needs a file".into()))?;
+    let (reader, size) = input.open(read)?;
+    Ok((input, reader, size))
+}
+
 async fn execute(
     job: Job,
     store: DynStore,
@@ -347,8 +357,7 @@ async fn execute(
             concurrency,
             max_category_depth,
         } => {
-            let input = input.unwrap_or_else(|| unreachable!("checked above"));
-            let (read, _) = input.open(read)?;
+            let (input, read, _) = opened(input, read)?;
             let themes = Themes::new(store).with_max_category_depth(max_category_depth);
             let report =
                 vocabulary::import(&themes, std::io::BufReader::new(read), concurrency).await?;
@@ -360,8 +369,7 @@ async fn execute(
             creator,
             concurrency,
         } => {
-            let input = input.unwrap_or_else(|| unreachable!("checked above"));
-            let (read, size) = input.open(read)?;
+            let (input, read, size) = opened(input, read)?;
             let report = assignments::import::import(
                 &Assignments::new(store),
                 &creator,
@@ -388,8 +396,7 @@ async fn execute(
             dead_after,
         } => {
             use crate::domains::suggestions::import::{ImportOptions, import};
-            let input = input.unwrap_or_else(|| unreachable!("checked above"));
-            let (read, size) = input.open(read)?;
+            let (input, read, size) = opened(input, read)?;
             // The name the operator gave (a handed-over input is read from
             // a spooled copy).
             let source = Path::new(&input.shown)

@@ -25,60 +25,40 @@ macro_rules! assignment_columns {
     };
 }
 
-table! {
+/// The assignment tables: the base table and its query tables, each
+/// `NAME: table (partition key) (clustering, all text, ascending)`, with
+/// `+ status` where `status` is not part of the key.
+macro_rules! assignment_tables {
+    ($($(#[$meta:meta])* $name:ident: $table:tt ($($pk:tt: $pkt:ident),+) ($($ck:tt),+) $(+ $status:tt)?;)*) => {
+    $(
+        table! {
+            $(#[$meta])*
+            pub $name: Target.$table
+                partition($($pk: $pkt),+)
+                clustering($($ck: Text Asc),+)
+                columns = assignment_columns![$(col(stringify!($status), Text))?]
+        }
+    )*
+        /// The assignment tables, the base table first.
+        pub static TARGET_TABLES: &[&Table] = &[$(&$name),*];
+    };
+}
+
+assignment_tables! {
     /// The base table. Seed key `(top_level_category_id, ddb_id, keyword_id, creator)`,
     /// with the bucket added to the partition key.
-    pub OBJECTS_KEYWORDS: Target.objects_keywords
-        partition(top_level_category_id: Text, bucket: Int)
-        clustering(ddb_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
-        columns = assignment_columns![col("status", Text)]
-}
-
-table! {
-    pub OBJECTS_KEYWORDS_CREATOR: Target.objects_keywords_creator
-        partition(top_level_category_id: Text, bucket: Int)
-        clustering(creator: Text Asc, ddb_id: Text Asc, keyword_id: Text Asc)
-        columns = assignment_columns![col("status", Text)]
-}
-
-table! {
-    pub OBJECTS_KEYWORDS_STATUS: Target.objects_keywords_status
-        partition(top_level_category_id: Text, bucket: Int)
-        clustering(status: Text Asc, ddb_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
-        columns = assignment_columns![]
-}
-
-table! {
+    OBJECTS_KEYWORDS: objects_keywords (top_level_category_id: Text, bucket: Int) (ddb_id, keyword_id, creator) + status;
+    OBJECTS_KEYWORDS_CREATOR: objects_keywords_creator (top_level_category_id: Text, bucket: Int) (creator, ddb_id, keyword_id) + status;
+    OBJECTS_KEYWORDS_STATUS: objects_keywords_status (top_level_category_id: Text, bucket: Int) (status, ddb_id, keyword_id, creator);
     /// All assignments of one object: bounded by the keywords one object can carry,
     /// so it keeps the seed's key unbucketed.
-    pub OBJECTS_KEYWORDS_DDBID: Target.objects_keywords_ddbid
-        partition(ddb_id: Text)
-        clustering(top_level_category_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
-        columns = assignment_columns![col("status", Text)]
-}
-
-table! {
-    pub OBJECTS_KEYWORDS_KEYWORD: Target.objects_keywords_keyword
-        partition(keyword_id: Text, bucket: Int)
-        clustering(top_level_category_id: Text Asc, ddb_id: Text Asc, creator: Text Asc)
-        columns = assignment_columns![col("status", Text)]
-}
-
-table! {
-    pub OBJECTS_KEYWORDS_CREATORS_WITH_STATUS: Target.objects_keywords_creators_with_status
-        partition(top_level_category_id: Text, bucket: Int)
-        clustering(status: Text Asc, creator: Text Asc, ddb_id: Text Asc, keyword_id: Text Asc)
-        columns = assignment_columns![]
+    OBJECTS_KEYWORDS_DDBID: objects_keywords_ddbid (ddb_id: Text) (top_level_category_id, keyword_id, creator) + status;
+    OBJECTS_KEYWORDS_KEYWORD: objects_keywords_keyword (keyword_id: Text, bucket: Int) (top_level_category_id, ddb_id, creator) + status;
+    OBJECTS_KEYWORDS_CREATORS_WITH_STATUS: objects_keywords_creators_with_status (top_level_category_id: Text, bucket: Int) (status, creator, ddb_id, keyword_id);
 }
 
 /// The query tables, each rebuilt from the base table by `repair-views`.
-pub static VIEWS: &[&Table] = &[
-    &OBJECTS_KEYWORDS_CREATOR,
-    &OBJECTS_KEYWORDS_STATUS,
-    &OBJECTS_KEYWORDS_DDBID,
-    &OBJECTS_KEYWORDS_KEYWORD,
-    &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
-];
+pub static VIEWS: &[&Table] = TARGET_TABLES.split_at(1).1;
 
 table! {
     /// The ddb ids waiting for the reindexer, bucketed by a hash of the id.
@@ -95,15 +75,6 @@ table! {
         clustering(successful: Int Asc)
         columns(time: Text, published: BigInt, message: Text)
 }
-
-pub static TARGET_TABLES: &[&Table] = &[
-    &OBJECTS_KEYWORDS,
-    &OBJECTS_KEYWORDS_CREATOR,
-    &OBJECTS_KEYWORDS_STATUS,
-    &OBJECTS_KEYWORDS_DDBID,
-    &OBJECTS_KEYWORDS_KEYWORD,
-    &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
-];
 
 table! {
     /// Per portal, every recorded release run, newest first, with who ran

@@ -2,7 +2,7 @@
 
 use time::OffsetDateTime;
 
-use crate::store::{Row, Table, table};
+use crate::store::{Table, record, table};
 
 table! {
     /// Jobs by the month they started in, newest first. A month holds the
@@ -81,77 +81,38 @@ impl JobState {
     }
 }
 
-/// A job as recorded.
-#[derive(Clone, Debug, PartialEq)]
-pub struct JobRecord {
-    /// Its start in milliseconds since the epoch (13 digits, so ids sort by
-    /// time) and a random part: `1796000000000-1f2e3d4c`.
-    pub id: String,
-    /// The command's name, e.g. `import-suggestions`.
-    pub kind: String,
-    pub state: JobState,
-    /// The token's subject over HTTP, `local:<user>` on the server's machine.
-    pub started_by: String,
-    /// The input's name as the operator gave it.
-    pub input: Option<String>,
-    pub started_at: String,
-    pub ended_at: Option<String>,
-    /// The last sign of life of the process running it.
-    pub touched: String,
-    pub host: String,
-    pub pid: i32,
-    pub bytes_read: i64,
-    pub bytes_total: Option<i64>,
-    pub error_count: i64,
-    /// The first bad lines, `input:line: reason`.
-    pub errors: Vec<String>,
-    /// The last lines it said: its summary, or what it listed.
-    pub result: Vec<String>,
-    pub exit_code: Option<i32>,
-}
+crate::store::text_cell!(JobState);
 
-impl JobRecord {
-    pub fn from_row(r: &Row) -> Option<JobRecord> {
-        let t = |c: &str| r.text(c).map(str::to_owned);
-        Some(JobRecord {
-            id: r.string("id"),
-            kind: r.string("kind"),
-            state: JobState::parse(r.text("state")?)?,
-            started_by: r.string("started_by"),
-            input: t("input"),
-            started_at: r.string("started_at"),
-            ended_at: t("ended_at"),
-            touched: r.string("touched"),
-            host: r.string("host"),
-            pid: r.int("pid").unwrap_or(0),
-            bytes_read: r.bigint("bytes_read").unwrap_or(0),
-            bytes_total: r.bigint("bytes_total"),
-            error_count: r.bigint("error_count").unwrap_or(0),
-            errors: r.text_list("errors"),
-            result: r.text_list("result"),
-            exit_code: r.int("exit_code"),
-        })
-    }
-
-    pub fn to_row(&self) -> Row {
-        Row::new(&JOBS)
-            .set("month", month_of(&self.id))
-            .set("id", &self.id)
-            .set("kind", &self.kind)
-            .set("state", self.state.as_str())
-            .set("started_by", &self.started_by)
-            .set_opt("input", self.input.clone())
-            .set("started_at", &self.started_at)
-            .set_opt("ended_at", self.ended_at.clone())
-            .set("touched", &self.touched)
-            .set("host", &self.host)
-            .set("pid", self.pid)
-            .set("bytes_read", self.bytes_read)
-            .set_opt("bytes_total", self.bytes_total)
-            .set("error_count", self.error_count)
-            .set("errors", self.errors.clone())
-            .set("result", self.result.clone())
-            .set_opt("exit_code", self.exit_code)
+record! {
+    /// A job as recorded.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct JobRecord in JOBS (from_row -> Option) {
+        /// The month it started in (`2026-12`, from its id): its partition.
+        pub month: String,
+        /// Its start in milliseconds since the epoch (13 digits, so ids sort
+        /// by time) and a random part: `1796000000000-1f2e3d4c`.
+        pub id: String,
+        /// The command's name, e.g. `import-suggestions`.
+        pub kind: String,
+        pub state: JobState,
+        /// The token's subject over HTTP, `local:<user>` on the server's machine.
+        pub started_by: String,
+        /// The input's name as the operator gave it.
+        pub input: Option<String>,
+        pub started_at: String,
+        pub ended_at: Option<String>,
+        /// The last sign of life of the process running it.
+        pub touched: String,
+        pub host: String,
+        pub pid: i32,
+        pub bytes_read: i64,
+        pub bytes_total: Option<i64>,
+        pub error_count: i64,
+        /// The first bad lines, `input:line: reason`.
+        pub errors: Vec<String>,
+        /// The last lines it said: its summary, or what it listed.
+        pub result: Vec<String>,
+        pub exit_code: Option<i32>,
     }
 }
 

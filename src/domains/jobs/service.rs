@@ -49,8 +49,10 @@ impl Jobs {
         bytes_total: Option<u64>,
     ) -> Result<Tracked, StoreError> {
         let now = self.clock.now();
+        let id = new_id(now);
         let record = JobRecord {
-            id: new_id(now),
+            month: super::model::month_of(&id),
+            id,
             kind: kind.to_owned(),
             state: JobState::Running,
             started_by: started_by.to_owned(),

@@ -149,8 +149,9 @@ async fn a_crashed_release_run_can_run_again(engine: Engine) {
     assert_eq!(published.items.len(), n, "nothing is lost");
     let queue = release_queue(&app).await;
     assert!(ddbs.iter().all(|d| queue.contains(d)));
-    let again = service.run_release(&editor, &v.p).await.unwrap();
-    assert_eq!(again.published, 0);
+    // Nothing is left: a run again is refused and replaces no run.
+    let again = service.run_release(&editor, &v.p).await.unwrap_err();
+    assert_eq!(again.code(), "NOTHING_TO_RELEASE");
     let runs = service.release_runs(&v.p).await.unwrap();
     assert_eq!(
         runs.iter().map(|r| r.successful).collect::<Vec<_>>(),

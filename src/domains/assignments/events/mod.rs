@@ -491,7 +491,8 @@ mod tests {
                 time: "t".into(),
                 published: 3,
                 message: None,
-                actor: None,
+                // A run's actor is its event's.
+                actor: Some("anna".into()),
             }),
             Change::Imported {
                 portal_id: "p".into(),
