@@ -54,6 +54,7 @@ pub fn router_with(state: Arc<AppState>, more: Router<Arc<AppState>>) -> Router 
         .route("/ui", get(web::page))
         .route("/ui/", get(web::page))
         .route("/ui/assets/{file}", get(web::asset))
+        .route("/favicon.ico", get(web::favicon))
         .route("/ui/{*path}", get(web::page))
         .route("/schema.graphql", get(schema_sdl))
         .route("/healthz", get(healthz))

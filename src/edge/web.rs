@@ -35,6 +35,7 @@ pub const FILES: &[(&str, &[u8])] = files![
     "zoom.js",
     "live.js",
     "style.css",
+    "favicon.svg",
 ];
 
 const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -46,6 +47,7 @@ fn content_type(name: &str) -> &'static str {
         Some("html") => "text/html; charset=utf-8",
         Some("js") => "text/javascript; charset=utf-8",
         Some("css") => "text/css; charset=utf-8",
+        Some("svg") => "image/svg+xml",
         _ => "application/octet-stream",
     }
 }
@@ -82,6 +84,12 @@ pub async fn asset(
         Some(bytes) => embedded(&headers, content_type(&name), "no-cache", bytes),
         None => (StatusCode::NOT_FOUND, "no such file").into_response(),
     }
+}
+
+/// `GET /favicon.ico`, which browsers and bookmarks ask for on their own:
+/// the UI's icon (an SVG, which browsers take by its content type).
+pub async fn favicon(State(app): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    asset(State(app), Path("favicon.svg".into()), headers).await
 }
 
 /// A file served with an ETag (304 when the client has it) and `cache`.

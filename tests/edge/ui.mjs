@@ -439,6 +439,27 @@ await step('search as you type (marks shown, Enter filters by keyword)', async (
   return [page];
 });
 
+await step('filters: every creator is offered, a keyword label comes from the vocabulary, the icon answers', async () => {
+  // The creator filter lists people (SUGGESTED) and machines (AUTOSUGGESTED).
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const offered = page.locator('#q-creator option');
+  await page.waitForFunction((n) => document.querySelectorAll('#q-creator option').length > n, 1).catch(() => {});
+  const creators = await offered.allInnerTexts();
+  for (const c of [subs.contributor, subs.machine]) check(creators.includes(c), `the creator filter offers ${JSON.stringify(creators)}, without ${c}`);
+  // A label put into the URL is not shown: the filter names the keyword as the vocabulary does.
+  const picked = search.results[0];
+  const forged = await open(editor, `${queuePath}&keyword=${encodeURIComponent(picked.id)}&kl=${encodeURIComponent('Gefälscht')}`);
+  const chip = forged.locator('[data-testid=keyword-filter]');
+  await chip.filter({ hasText: picked.label }).waitFor({ timeout: TIMEOUT }).catch(async () => {
+    throw new StepError(`the keyword filter shows ${JSON.stringify(await chip.innerText().catch(() => '(missing)'))}, expected ${picked.label}`);
+  });
+  check(!(await forged.locator('#main').innerText()).includes('Gefälscht'), 'a label from the URL is shown on the page');
+  const icon = await fetch(`${base}/favicon.ico`);
+  check(icon.status === 200 && (icon.headers.get('content-type') || '').startsWith('image/'), `/favicon.ico answers ${icon.status} ${icon.headers.get('content-type')}`);
+  return [page, forged];
+});
+
 // ---------------------------------------------------------------- 3. paging
 
 await step('page through a queue of 120 assignments (50, 50, 20)', async () => {

@@ -83,7 +83,6 @@ export async function view(root, ctx) {
   const status = STATUSES.includes(params.get('status') || '') ? /** @type {string} */ (params.get('status')) : 'REVIEW';
   const creator = params.get('creator') || '';
   const keywordId = params.get('keyword') || '';
-  const keywordLabel = params.get('kl') || keywordId;
   if (!portalId) {
     fill(root, h('p', null, t('empty')));
     return;
@@ -91,12 +90,13 @@ export async function view(root, ctx) {
   localStorage.setItem('kartei.portal', portalId);
   /** @param {Record<string, string>} change */
   const go = (change) => {
-    const next = new URLSearchParams({ portal: portalId, status, creator, keyword: keywordId, kl: keywordLabel, ...change });
+    const next = new URLSearchParams({ portal: portalId, status, creator, keyword: keywordId, ...change });
     for (const [k, v] of [...next]) if (!v) next.delete(k);
     ctx.navigate(`/ui/queue?${next}`);
   };
 
   const statuses = status === 'REVIEW' ? REVIEW : [status];
+  const keywordChip = h('span', { 'data-testid': 'keyword-filter' }, t('keywordFilter', { label: keywordId }));
   /** @type {Source[]} */
   const sources = keywordId
     ? [
@@ -139,7 +139,7 @@ export async function view(root, ctx) {
   let next = {};
   let hasNext = false;
   let current = 0;
-  /** @type {{ to: string, from: string, rows: Row[] } | null} */
+  /** @type {{ to: string, from: Map<string, string>, rows: Row[] } | null} the last action, with each row's status before */
   let last = null;
   /** @type {Map<string, string>} who changed a row lately (live events) */
   const changedBy = new Map();
@@ -153,7 +153,7 @@ export async function view(root, ctx) {
   const creators = h('select', { id: 'q-creator', onchange: (/** @type {Event} */ e) => go({ creator: /** @type {HTMLSelectElement} */ (e.target).value }) }, h('option', { value: '' }, t('anyCreator')));
   const search = keywordSearch(
     () => portalId,
-    (k) => go({ keyword: k.id, kl: k.label }),
+    (k) => go({ keyword: k.id }),
     t('searchHint'),
   );
   const sidebar = h(
@@ -162,11 +162,11 @@ export async function view(root, ctx) {
     await portalPicker('q-portal', portalId, (p) => {
       selection.clear();
       saveSelection();
-      go({ portal: p, keyword: '', kl: '', creator: '' });
+      go({ portal: p, keyword: '', creator: '' });
     }),
     search.element,
     h('h2', { class: 'small' }, t('categories')),
-    categoryTree(portalId, (k) => go({ keyword: k.id, kl: k.label })),
+    categoryTree(portalId, (k) => go({ keyword: k.id })),
   );
   const filters = h(
     'div',
@@ -186,8 +186,8 @@ export async function view(root, ctx) {
       ? h(
           'p',
           { class: 'chip' },
-          t('keywordFilter', { label: keywordLabel }),
-          h('button', { type: 'button', class: 'link', onclick: () => go({ keyword: '', kl: '' }), 'aria-label': t('clearFilter') }, '×'),
+          keywordChip,
+          h('button', { type: 'button', class: 'link', onclick: () => go({ keyword: '' }), 'aria-label': t('clearFilter') }, '×'),
         )
       : null,
     liveState,
@@ -230,9 +230,20 @@ export async function view(root, ctx) {
     tbody,
   );
 
-  gql('query C($p: ID!, $s: AssignmentStatus!) { creators(portalId: $p, status: $s) }', { p: portalId, s: statuses[0] })
-    .then((d) => creators.append(...d.creators.map((/** @type {string} */ c) => h('option', { value: c, selected: c === creator }, c))))
+  // Every creator of every status shown (machine creators suggest as
+  // AUTOSUGGESTED, people as SUGGESTED).
+  gql(`query C($p: ID!) { ${statuses.map((s, i) => `s${i}: creators(portalId: $p, status: ${s})`).join(' ')} }`, { p: portalId })
+    .then((d) => {
+      const all = [...new Set(Object.values(d).flat())].sort((a, b) => String(a).localeCompare(String(b)));
+      creators.append(...all.map((/** @type {string} */ c) => h('option', { value: c, selected: c === creator }, c)));
+    })
     .catch(() => {});
+  // The keyword filter's label comes from the vocabulary, never from the URL.
+  if (keywordId) {
+    gql('query K($k: ID!) { keyword(id: $k) { label } }', { k: keywordId })
+      .then((d) => fill(keywordChip, d.keyword ? t('keywordFilter', { label: d.keyword.label }) : t('unknownKeyword', { id: keywordId })))
+      .catch(() => {});
+  }
 
   // ---- rows
   /** @param {Row} r */
@@ -296,12 +307,20 @@ export async function view(root, ctx) {
 
   const drawBulk = () => {
     const chosen = rows.filter((r) => selection.has(keyOf(r)));
-    const common = ACTIONS.filter((a) => chosen.length && chosen.every((r) => allowed(r.status, a.to, ctx.can)));
-    const canUndo = last && last.rows.length && allowed(last.to, last.from, ctx.can);
+    // Each action the rows allow, on the rows that allow it: a selection of
+    // mixed statuses still offers what applies to part of it.
+    const offered = ACTIONS.map((a) => ({ a, some: chosen.filter((r) => allowed(r.status, a.to, ctx.can)) })).filter((o) => o.some.length);
+    const canUndo = last && last.rows.length && last.rows.every((/** @type {Row} */ r) => allowed(last.to, last.from.get(keyOf(r)) || '', ctx.can));
     fill(
       bulk,
       h('span', { 'data-testid': 'selected-count' }, t('selected', { n: selection.size })),
-      common.map((a) => h('button', { type: 'button', class: 'primary', 'data-bulk': a.key, onclick: () => act(chosen, a.to) }, `${t(a.key)} (${chosen.length})`)),
+      offered.map(({ a, some }) =>
+        h(
+          'button',
+          { type: 'button', class: 'primary', 'data-bulk': a.key, onclick: () => act(some, a.to) },
+          `${t(a.key)} (${some.length === chosen.length ? some.length : t('someOf', { n: some.length, m: chosen.length })})`,
+        ),
+      ),
       canUndo ? h('button', { type: 'button', 'data-testid': 'undo', onclick: undo }, t('undo')) : null,
     );
   };
@@ -337,7 +356,8 @@ export async function view(root, ctx) {
     let ok = 0;
     /** @type {Row[]} */
     const moved = [];
-    const from = chosen[0].status;
+    /** @type {Map<string, string>} each row's status before */
+    const from = new Map(chosen.map((r) => [keyOf(r), r.status]));
     for (const r of chosen) {
       const res = results.get(keyOf(r));
       if (!res) continue;
@@ -368,10 +388,17 @@ export async function view(root, ctx) {
     if (!last) return;
     const { to, from, rows: moved } = last;
     last = null;
-    const results = await transition(moved, from).catch((e) => {
+    // Back to each row's own status before, one call per status.
+    const back = [...new Set(from.values())];
+    const results = new Map();
+    try {
+      for (const status of back) {
+        const group = moved.filter((/** @type {Row} */ r) => from.get(keyOf(r)) === status);
+        if (group.length) for (const [k, v] of await transition(group, status)) results.set(k, v);
+      }
+    } catch (e) {
       ctx.toast(errorText(e), 'error');
-      return new Map();
-    });
+    }
     for (const r of rows) {
       const res = results.get(keyOf(r));
       if (res && res.applied) Object.assign(r, res.assignment, { result: { kind: 'ok', text: t('undone') } });

@@ -202,6 +202,22 @@ export function keywordSearch(portalId, onPick, hint) {
  * @param {string} portalId
  * @param {(keyword: Named) => void} onPickKeyword
  */
+/**
+ * Categories as a thesaurus shows them: by notation, read as numbers where
+ * they are ("2" before "10"), those without one after, by label.
+ * @param {{ label: string, notation: string | null }} a
+ * @param {{ label: string, notation: string | null }} b
+ */
+export function byNotation(a, b) {
+  if (a.notation && b.notation) {
+    const n = a.notation.localeCompare(b.notation, undefined, { numeric: true });
+    if (n) return n;
+  } else if (a.notation || b.notation) {
+    return a.notation ? -1 : 1;
+  }
+  return a.label.localeCompare(b.label);
+}
+
 export function categoryTree(portalId, onPickKeyword) {
   const tree = h('ul', { class: 'tree', 'aria-label': t('categories') });
   /**
@@ -224,7 +240,7 @@ export function categoryTree(portalId, onPickKeyword) {
       if (!c) return fill(into);
       fill(
         into,
-        c.children.map((/** @type {any} */ child) => branch(child)),
+        [...c.children].sort(byNotation).map((/** @type {any} */ child) => branch(child)),
         categoryId === portalId
           ? null
           : c.keywords.nodes.map((/** @type {Named} */ k) =>

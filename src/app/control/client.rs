@@ -4,7 +4,9 @@
 
 use axum::body::Bytes;
 
-use super::{Holder, INPUT_HEADER, JOB_HEADER, Said, USER_HEADER, encode};
+use super::{
+    CHECK_HEADER, Holder, INPUT_HEADER, JOB_HEADER, LENGTH_HEADER, Said, USER_HEADER, encode,
+};
 use crate::app::jobs::{Input, Job, Refused, Stream};
 
 /// Hands `job` to the server `holder` names and prints what it says; the
@@ -168,24 +170,65 @@ async fn talk_remote(
 ) -> anyhow::Result<u8> {
     use http_body_util::BodyExt;
     let endpoint = format!("{}/jobs", url.trim_end_matches('/'));
-    let mut request = reqwest::Client::new().post(&endpoint);
-    for (name, value) in job_headers(job, input)? {
-        request = request.header(name, value);
+    let client = reqwest::Client::new();
+    let request = || {
+        let mut request = client.post(&endpoint);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(size) = input
+            .and_then(|i| i.path.as_ref())
+            .and_then(|p| std::fs::metadata(p).ok())
+        {
+            request = request.header(LENGTH_HEADER, size.len());
+        }
+        Ok::<_, anyhow::Error>(
+            job_headers(job, input)?
+                .into_iter()
+                .fold(request, |r, (n, v)| r.header(n, v)),
+        )
+    };
+    let unreachable =
+        |e: reqwest::Error| Refused(format!("cannot reach the kartei server at {url}: {e}"));
+    // First without the input: a refusal (token, role, size) arrives whole
+    // instead of breaking off an upload the server will not read.
+    let checked = request()?
+        .header(CHECK_HEADER, "1")
+        .send()
+        .await
+        .map_err(unreachable)?;
+    if !checked.status().is_success() {
+        return Err(refusal(url, checked).await.into());
     }
-    if let Some(token) = token {
-        request = request.bearer_auth(token);
-    }
+    let mut request = request()?;
     if let Some(i) = input {
         request = request.body(reqwest::Body::wrap_stream(
             upload(i).await?.into_data_stream(),
         ));
     }
-    let mut response = request
-        .send()
+    let mut response = request.send().await.map_err(unreachable)?;
+    if !response.status().is_success() {
+        return Err(refusal(url, response).await.into());
+    }
+    let mut answer = Answer::default();
+    while let Some(data) = response
+        .chunk()
         .await
-        .map_err(|e| Refused(format!("cannot reach the kartei server at {url}: {e}")))?;
+        .map_err(|e| anyhow::anyhow!("the server's answer broke off: {e}"))?
+    {
+        if let Some(code) = answer.take(&data)? {
+            return Ok(code);
+        }
+    }
+    anyhow::bail!(
+        "the server at {url} ended the job without an answer: it may have stopped; see its log"
+    )
+}
+
+/// The server's refusal of a job in one sentence, with what to do.
+async fn refusal(url: &str, response: reqwest::Response) -> Refused {
     let status = response.status();
-    if !status.is_success() {
+    {
         let text = response.text().await.unwrap_or_default();
         let why = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
@@ -205,21 +248,8 @@ async fn talk_remote(
             403 => "; the token needs the admin or machine role",
             _ => "",
         };
-        return Err(Refused(format!("the server at {url} refused the job: {why}{hint}")).into());
+        Refused(format!("the server at {url} refused the job: {why}{hint}"))
     }
-    let mut answer = Answer::default();
-    while let Some(data) = response
-        .chunk()
-        .await
-        .map_err(|e| anyhow::anyhow!("the server's answer broke off: {e}"))?
-    {
-        if let Some(code) = answer.take(&data)? {
-            return Ok(code);
-        }
-    }
-    anyhow::bail!(
-        "the server at {url} ended the job without an answer: it may have stopped; see its log"
-    )
 }
 
 #[cfg(not(unix))]

@@ -50,6 +50,11 @@ const INPUT_HEADER: &str = "kartei-input";
 /// The header that names who runs the command (`local:<user>`, base64);
 /// believed on the owner-only socket, ignored over HTTP (the token says).
 const USER_HEADER: &str = "kartei-user";
+/// A request with this header only asks whether the job would be taken
+/// (token, role, input size): 204, or the refusal; nothing runs.
+const CHECK_HEADER: &str = "kartei-check";
+/// The input's size in bytes, when the command knows it (a file).
+const LENGTH_HEADER: &str = "kartei-input-length";
 /// How often a running job's answer says it is alive (so a command that
 /// went away is noticed within about this long).
 const ALIVE_EVERY: Duration = Duration::from_secs(1);

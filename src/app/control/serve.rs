@@ -13,7 +13,9 @@ use axum::routing::post;
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use super::{ALIVE_EVERY, INPUT_HEADER, JOB_HEADER, Said, USER_HEADER, header};
+use super::{
+    ALIVE_EVERY, CHECK_HEADER, INPUT_HEADER, JOB_HEADER, LENGTH_HEADER, Said, USER_HEADER, header,
+};
 use crate::app::jobs::{self, Console, Input, Job, Refused};
 use crate::domains::jobs::model::JobState;
 use crate::store::DynStore;
@@ -151,6 +153,23 @@ async fn serve_job(
     if let Some(Err(e)) = caller.map(|c| c.require_any(job.roles())) {
         return e.into_response();
     }
+    let too_large = || ApiError::Limit {
+        code: "JOB_INPUT_TOO_LARGE",
+        status: 413,
+        message: format!(
+            "a job's input may have {max_input} bytes at most (--max-job-input-bytes); split it, or run the command on the server's machine"
+        ),
+    };
+    let length = headers
+        .get(LENGTH_HEADER)
+        .or_else(|| headers.get(axum::http::header::CONTENT_LENGTH))
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if job.reads_input() && length.is_some_and(|n| n > max_input) {
+        return too_large().into_response();
+    }
+    if headers.contains_key(CHECK_HEADER) {
+        return StatusCode::NO_CONTENT.into_response();
+    }
     let started_by = match caller {
         Some(c) => c
             .sub
@@ -162,9 +181,6 @@ async fn serve_job(
     let shown = job
         .reads_input()
         .then(|| header(&headers, INPUT_HEADER).unwrap_or_else(|| "input".into()));
-    let length = headers
-        .get(axum::http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
     let record = match jobs::begin(&job, &s.store, shown.clone(), length, &started_by).await {
         Ok(r) => r,
         Err(e) => return ApiError::from(e).into_response(),
@@ -177,16 +193,7 @@ async fn serve_job(
             // Too large is refused; an input that stopped arriving was
             // given up by its command (Ctrl-C, or the connection broke).
             let (refusal, ended) = if e.kind() == ErrorKind::FileTooLarge {
-                (
-                    ApiError::Limit {
-                        code: "JOB_INPUT_TOO_LARGE",
-                        status: 413,
-                        message: format!(
-                            "a job's input may have {max_input} bytes at most (--max-job-input-bytes); split it, or run the command on the server's machine"
-                        ),
-                    },
-                    JobState::Failed,
-                )
+                (too_large(), JobState::Failed)
             } else {
                 (
                     ApiError::BadUserInput(format!("the input did not arrive whole: {e}")),

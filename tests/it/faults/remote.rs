@@ -71,7 +71,7 @@ fn story(dir: &Path, target: &Target) {
     assert!(out.status.success(), "{}", said(&out));
     assert!(said(&out).contains("0 differences"), "{}", said(&out));
 
-    // An input past --max-job-input-bytes ends where it arrives.
+    // A file past --max-job-input-bytes is refused before it is sent.
     let big = dir.join("big.ndjson");
     let lines: Vec<String> = (1..=2_000)
         .map(|p| crate::suggestions::line(p, &format!("Gross {p}.jpg"), 0.7))
@@ -114,16 +114,13 @@ fn story(dir: &Path, target: &Target) {
     };
     assert_eq!(by("import-vocabulary", "importer")["state"], "DONE");
     assert_eq!(by("repair-views", "ada")["state"], "DONE");
-    let big = by("import-suggestions", "importer");
-    assert_eq!(big["state"], "FAILED", "{big}");
-    assert!(
-        big["result"][0]
-            .as_str()
-            .unwrap()
-            .contains("--max-job-input-bytes"),
-        "{big}"
-    );
+    // Refused at the door (the token, the role, a file's size past the
+    // limit): no job, nothing recorded.
     assert!(!jobs.iter().any(|j| j["startedBy"] == "carla"), "{jobs:#?}");
+    assert!(
+        !jobs.iter().any(|j| j["kind"] == "import-suggestions"),
+        "{jobs:#?}"
+    );
     server.stop();
 }
 
