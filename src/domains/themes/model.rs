@@ -87,9 +87,12 @@ record! {
     #[derive(Clone, Debug, PartialEq)]
     pub struct Category in CATEGORIES {
         pub id: String,
+        /// The category above it; none for a portal (a top-level category).
         pub parent_id: Option<String>,
         pub label: String,
+        /// Its notation in the thesaurus (`1.2.3`), which orders the tree.
         pub notation: Option<String>,
+        /// The concept's URI in xTree, where the vocabulary is kept.
         pub xtree_uri: Option<String>,
         /// Root first, without the category itself.
         pub ancestor_ids: Vec<String>,
@@ -119,15 +122,26 @@ record! {
     #[derive(Clone, Debug, PartialEq)]
     pub struct Keyword in KEYWORDS {
         pub id: String,
+        /// The preferred label.
         pub label: String,
+        /// Other labels a search finds it by (at most 100).
         pub synonyms: Vec<String>,
+        /// A scope note for curators.
         pub note: Option<String>,
+        /// When it was first written (RFC 3339); later writes keep it.
         pub created_at: String,
+        /// The GND concept it stands for.
         pub primary_gnd_uri: Option<String>,
+        /// Further GND concepts it relates to.
         pub related_gnd_uris: Vec<String>,
+        /// Its GND entity type (a row of `gnd_entities`).
         pub gnd_entity_id: Option<String>,
+        /// The concept's URI in xTree.
         pub xtree_uri: Option<String>,
+        /// The categories it is directly in.
         pub category_ids: Vec<String>,
+        /// Those and every category above them (derived on write; the
+        /// hierarchy index is kept from it).
         pub hierarchical_category_ids: Vec<String>,
     }
 }

@@ -25,24 +25,33 @@ pub const MAX_CHILDREN: usize = 1_000;
 /// writer re-reads a keyword it wrote to put its index rows right.
 const KEYWORD_TRIES: usize = 8;
 
+/// A category as a caller writes it (its ancestors are the server's).
 #[derive(Clone, Debug, Default)]
 pub struct CategoryInput {
     pub id: String,
+    /// An existing category, at most `max_category_depth` deep; none makes
+    /// a portal.
     pub parent_id: Option<String>,
     pub label: String,
     pub notation: Option<String>,
     pub xtree_uri: Option<String>,
 }
 
+/// A keyword as a caller writes it (its hierarchy and index rows are the
+/// server's).
 #[derive(Clone, Debug, Default)]
 pub struct KeywordInput {
     pub id: String,
     pub label: String,
+    /// At most `MAX_LIST`.
     pub synonyms: Vec<String>,
     pub note: Option<String>,
     pub primary_gnd_uri: Option<String>,
+    /// At most `MAX_LIST`.
     pub related_gnd_uris: Vec<String>,
+    /// An existing GND entity type.
     pub gnd_entity_id: Option<String>,
+    /// Existing categories (it is indexed under each of their portals).
     pub category_ids: Vec<String>,
     pub xtree_uri: Option<String>,
     /// Only importers set this; otherwise the first write's time is kept.
