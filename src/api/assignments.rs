@@ -95,6 +95,37 @@ impl Assignment {
     async fn confidence(&self) -> Option<f64> {
         self.0.confidence
     }
+    /// Its status changes, oldest first (the latest 50); its creation is
+    /// `createdAt` by `creator`. Who made each change is shown to editors.
+    #[graphql(complexity = "cost::list(model::MAX_HISTORY, child_complexity)")]
+    async fn history(&self, ctx: &Context<'_>) -> Result<Vec<Metered<AssignmentChange>>> {
+        let editor = caller(ctx).has(crate::kernel::roles::Role::Editor);
+        Ok(assignments(ctx)
+            .history(&self.0.key)
+            .await?
+            .into_iter()
+            .map(|c| {
+                Metered(AssignmentChange {
+                    at: c.at,
+                    actor: c.actor.filter(|_| editor),
+                    from: c.from,
+                    to: c.to,
+                })
+            })
+            .collect())
+    }
+}
+
+/// One status change of an assignment.
+#[derive(SimpleObject)]
+pub struct AssignmentChange {
+    /// When (RFC 3339, UTC).
+    at: String,
+    /// Who made it (the token's subject), for editors; null for others and
+    /// for a release run's publication.
+    actor: Option<String>,
+    from: AssignmentStatus,
+    to: AssignmentStatus,
 }
 
 pub type AssignmentConnection = Page<Metered<Assignment>>;

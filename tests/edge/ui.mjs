@@ -751,6 +751,14 @@ const views = [
       const text = await page.locator('[data-testid=object-assignments]').innerText();
       const label = seeded.get('obj-001').keywordLabel;
       check(text.includes(label), `the object's assignments do not show its keyword ${label}: ${JSON.stringify(text.slice(0, 200))}`);
+      // Its history: created by whom, then each change with who made it.
+      const history = page.locator('[data-testid=history]').first();
+      await history.locator('summary').click();
+      const said = await history.innerText();
+      check(said.includes(`angelegt von ${seeded.get('obj-001').creator}`), `the history does not say who created it: ${JSON.stringify(said)}`);
+      const { objectAssignments } = await gql('query H($d: ID!) { objectAssignments(ddbId: $d) { history { to } } }', { d: 'obj-001' });
+      const changes = objectAssignments[0].history.length;
+      check((await history.locator('li').count()) === changes + 1, `the history lists ${await history.locator('li').count()} lines for ${changes} changes`);
       // Its image: the stored 140x105 derivative, and the zoomable IIIF view.
       const loaded = (sel) =>
         page.waitForFunction((s) => { const i = document.querySelector(s); return !!i && i.complete && i.naturalWidth > 0; }, sel, { timeout: TIMEOUT });

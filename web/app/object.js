@@ -35,10 +35,26 @@ export async function view(root, ctx) {
   const images = h('section', { class: 'panel', 'data-testid': 'images', 'aria-labelledby': 'o-i' });
   root.append(h('div', { class: 'grid2' }, assignments, images));
 
+  /** How an assignment came to its status: created, then each change. @param {any} r */
+  const history = (r) =>
+    h(
+      'details',
+      { class: 'history', 'data-testid': 'history' },
+      h('summary', null, t('history')),
+      h(
+        'ol',
+        null,
+        h('li', null, t('createdBy', { who: r.creator, when: formatDate(r.createdAt) })),
+        r.history.map((/** @type {any} */ c) =>
+          h('li', null, `${statusLabel(c.from)} → ${statusLabel(c.to)}`, c.actor ? ` · ${t('ranBy', { who: c.actor })}` : null, ` · ${formatDate(c.at)}`),
+        ),
+      ),
+    );
+
   const loadAssignments = async () => {
     try {
       const data = await gql(
-        `query O($id: ID!) { objectAssignments(ddbId: $id) { ${NODE} portal { id label } } }`,
+        `query O($id: ID!) { objectAssignments(ddbId: $id) { ${NODE} portal { id label } history { at actor from to } } }`,
         { id: ddbId },
       );
       const rows = data.objectAssignments;
@@ -61,7 +77,7 @@ export async function view(root, ctx) {
                     h('td', null, r.keyword ? r.keyword.label : r.keywordId),
                     h('td', null, r.childCategory ? r.childCategory.label : ''),
                     h('td', null, r.creator),
-                    h('td', null, h('span', { class: `badge s-${r.status.toLowerCase()}`, title: formatDate(r.modifiedAt) }, statusLabel(r.status))),
+                    h('td', null, h('span', { class: `badge s-${r.status.toLowerCase()}`, title: formatDate(r.modifiedAt) }, statusLabel(r.status)), history(r)),
                   ),
                 ),
               ),

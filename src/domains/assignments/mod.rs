@@ -11,4 +11,9 @@ pub mod service;
 
 /// This domain's tables, for [`crate::domains::tables`].
 pub static TABLES: &[&[&crate::store::Table]] =
-    &[model::RELEASE_TABLES, model::TARGET_TABLES, events::TABLES];
+    &[
+        model::RELEASE_TABLES,
+        model::TARGET_TABLES,
+        events::TABLES,
+        model::HISTORY_TABLES,
+    ];

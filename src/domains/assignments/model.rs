@@ -85,10 +85,61 @@ table! {
         columns(successful: Int, published: BigInt, message: Text, actor: Text)
 }
 
+table! {
+    /// Every status change of one assignment, oldest first: a partition per
+    /// assignment, a row per change (a handful; `MAX_HISTORY` are read).
+    /// Written in the batch of the change's query rows.
+    pub ASSIGNMENT_HISTORY: Target.assignment_history
+        partition(top_level_category_id: Text, ddb_id: Text, keyword_id: Text, creator: Text)
+        clustering(at: Text Asc)
+        columns(actor: Text, from_status: Text, to_status: Text)
+}
+
+/// The changes of one assignment a read returns at most (the latest).
+pub const MAX_HISTORY: usize = 50;
+
+/// One status change of an assignment.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusChange {
+    /// When (RFC 3339 to the nanosecond: the assignment's `modified_at`).
+    pub at: String,
+    /// Who made it (the token's subject); none for a release run's
+    /// publication.
+    pub actor: Option<String>,
+    pub from: AssignmentStatus,
+    pub to: AssignmentStatus,
+}
+
+impl StatusChange {
+    pub fn row(&self, key: &AssignmentKey) -> Row {
+        Row::new(&ASSIGNMENT_HISTORY)
+            .set("top_level_category_id", &key.portal_id)
+            .set("ddb_id", &key.ddb_id)
+            .set("keyword_id", &key.keyword_id)
+            .set("creator", &key.creator)
+            .set("at", &self.at)
+            .set_opt("actor", self.actor.clone())
+            .set("from_status", self.from.as_str())
+            .set("to_status", self.to.as_str())
+    }
+
+    pub fn from_row(r: &Row) -> Option<StatusChange> {
+        Some(StatusChange {
+            at: r.string("at"),
+            actor: r.text("actor").map(str::to_owned),
+            from: AssignmentStatus::parse(r.text("from_status")?)?,
+            to: AssignmentStatus::parse(r.text("to_status")?)?,
+        })
+    }
+}
+
 /// How long the release log keeps a run.
 pub const RELEASE_LOG_DAYS: u32 = 400;
 
 pub static RELEASE_TABLES: &[&Table] = &[&RELEASE_DDBIDS, &RELEASE_RUNS, &RELEASE_LOG];
+
+/// The tables of assignments' histories.
+pub static HISTORY_TABLES: &[&Table] = &[&ASSIGNMENT_HISTORY];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, async_graphql::Enum)]
 pub enum AssignmentStatus {

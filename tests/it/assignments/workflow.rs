@@ -160,6 +160,36 @@ async fn an_empty_release_is_refused_and_every_run_names_who_ran_it(engine: Engi
         .map(|r| &r["actor"])
         .collect();
     assert_eq!(who, [&json!("edda"), &json!("erik")], "newest first: {log}");
+    // Each assignment's history: who accepted it, and its publication by
+    // the release run; actors for editors only.
+    const HISTORY: &str =
+        "query($d: ID!) { objectAssignments(ddbId: $d) { history { from to actor at } } }";
+    let h = editor.query(HISTORY, json!({"d": "o2"})).await;
+    let changes = &h["objectAssignments"][0]["history"];
+    assert_eq!(changes[0]["from"], "SUGGESTED", "{h}");
+    assert_eq!(changes[0]["to"], "ACCEPTED", "{h}");
+    assert_eq!(changes[0]["actor"], "edda", "{h}");
+    assert_eq!(changes[1]["to"], "PUBLISHED", "{h}");
+    assert_eq!(
+        changes[1]["actor"],
+        Value::Null,
+        "a release publishes, nobody in person: {h}"
+    );
+    assert!(
+        changes[0]["at"].as_str() < changes[1]["at"].as_str(),
+        "oldest first: {h}"
+    );
+    let h = app.anonymous().query(HISTORY, json!({"d": "o2"})).await;
+    assert_eq!(
+        h["objectAssignments"][0]["history"][0]["actor"],
+        Value::Null,
+        "{h}"
+    );
+    assert_eq!(
+        h["objectAssignments"][0]["history"][0]["to"], "ACCEPTED",
+        "{h}"
+    );
+
     // Readers without a token see the runs, not who ran them.
     let log = app.anonymous().query(LOG, json!({"p": v.p})).await;
     assert_eq!(log["releaseLog"][0]["actor"], Value::Null, "{log}");

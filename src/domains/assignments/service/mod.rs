@@ -359,7 +359,7 @@ impl Assignments {
                     condition: Condition::NotExists,
                     ttl: None,
                 },
-                self.events.with_event(views_of(None), &intent),
+                self.events.with_event(views_of(Vec::new()), &intent),
             )
             .await?;
         if outcome.applied {
@@ -558,12 +558,12 @@ mod tests;
 /// row `queued` if the change must reach the search index, for
 /// [`crate::store::Store::cas_then`]: written with the row (atomically on the
 /// embedded engine), and only if its compare-and-set applied.
-fn views_of(queued: Option<Row>) -> crate::store::Heal {
+fn views_of(extra: Vec<Row>) -> crate::store::Heal {
     std::sync::Arc::new(move |row| {
         let mut writes = Assignment::from_row(row)
             .map(|a| a.view_batch())
             .unwrap_or_default();
-        writes.extend(queued.clone().map(Mutation::upsert));
+        writes.extend(extra.iter().cloned().map(Mutation::upsert));
         writes
     })
 }

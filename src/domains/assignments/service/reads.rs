@@ -3,6 +3,27 @@
 use super::*;
 
 impl Assignments {
+    /// The assignment's status changes, oldest first (the latest
+    /// `MAX_HISTORY`; its creation is its `created_at` and `creator`).
+    pub async fn history(&self, key: &AssignmentKey) -> ApiResult<Vec<StatusChange>> {
+        let partition = vec![
+            key.portal_id.as_str().into(),
+            key.ddb_id.as_str().into(),
+            key.keyword_id.as_str().into(),
+            key.creator.as_str().into(),
+        ];
+        let page = self
+            .store
+            .slice(
+                &ASSIGNMENT_HISTORY,
+                &Slice::partition(partition).limit(MAX_HISTORY).reverse(true),
+            )
+            .await?;
+        let mut changes: Vec<StatusChange> = page.rows.iter().filter_map(StatusChange::from_row).collect();
+        changes.reverse();
+        Ok(changes)
+    }
+
     /// A portal's assignments, filtered by status, creator or both, in key order.
     pub async fn list(
         &self,

@@ -75,6 +75,17 @@ impl Assignments {
         let queued = to
             .reindexes()
             .then(|| queue_row(&key.ddb_id, &self.clock.rfc3339()));
+        // The change in the assignment's history, with its query rows.
+        let changed = StatusChange {
+            at: modified_at.clone(),
+            actor: match feed {
+                Feed::By(actor) => actor.map(str::to_owned),
+                Feed::Silent => None,
+            },
+            from: expected,
+            to,
+        };
+        let extra: Vec<Row> = queued.into_iter().chain([changed.row(key)]).collect();
         let mut row = Row::new(&OBJECTS_KEYWORDS);
         row.values[..OBJECTS_KEYWORDS.key_len()].clone_from_slice(
             &key.base_key()
@@ -86,8 +97,8 @@ impl Assignments {
             .set("status", to.as_str())
             .set("modified_at", &modified_at);
         let then = match &intent {
-            Some(i) => self.events.with_event(views_of(queued), i),
-            None => views_of(queued),
+            Some(i) => self.events.with_event(views_of(extra), i),
+            None => views_of(extra),
         };
         let began = self.events.now_ms();
         let outcome = self
