@@ -692,6 +692,44 @@ await step('a contributor does not see editor actions', async () => {
   return [page];
 });
 
+await step('a contributor adds a keyword on an object page; the portal stays, a switch clears the pick', async () => {
+  const context = await curator(contributorToken, 'contributor adds', true);
+  const page = await open(context, '/ui/object/obj-added-1');
+  const form = page.locator('form[data-testid=add-keyword]');
+  await form.waitFor({ timeout: TIMEOUT });
+  const picker = form.locator('select');
+  const others = (await picker.locator('option').evaluateAll((os) => os.map((o) => o.value))).filter((v) => v !== portal.id);
+  // A keyword picked in one portal does not go with a switch to another.
+  await picker.selectOption(portal.id);
+  const input = form.locator('input[data-testid=keyword-search]');
+  await input.pressSequentially(search.text, { delay: 30 });
+  await form.locator('[role=listbox]:visible [role=option]').first().waitFor({ timeout: TIMEOUT });
+  await input.press('ArrowDown');
+  await input.press('Enter');
+  if (others.length) {
+    await picker.selectOption(others[0]);
+    check((await input.inputValue()) === '', 'the keyword search keeps its text after a portal switch');
+    await form.locator('button[type=submit]').click();
+    const problem = (await form.locator('[role=alert]').innerText()).trim();
+    check(problem === 'Zuerst ein Schlagwort wählen', `submitting after a switch says ${JSON.stringify(problem)}`);
+    await picker.selectOption(portal.id);
+    await input.pressSequentially(search.text, { delay: 30 });
+    await form.locator('[role=listbox]:visible [role=option]').first().waitFor({ timeout: TIMEOUT });
+    await input.press('ArrowDown');
+    await input.press('Enter');
+  }
+  await form.locator('button[type=submit]').click();
+  const table = page.locator('[data-testid=object-assignments]');
+  // ArrowDown, Enter picks the second option (as in the search step).
+  const added = search.results[1].label;
+  await table.filter({ hasText: added }).waitFor({ timeout: TIMEOUT }).catch(async () => {
+    throw new StepError(`the added keyword ${added} is not listed: ${JSON.stringify((await table.innerText()).slice(0, 200))}`);
+  });
+  // The form came back on the portal the contributor chose.
+  check((await page.locator('form[data-testid=add-keyword] select').inputValue()) === portal.id, 'the portal picker reset after adding');
+  return [page];
+});
+
 // ---------------------------------------------------------------- 9. release
 
 await step('release as an editor', async () => {

@@ -105,7 +105,8 @@ function header() {
       type: 'button',
       class: 'link',
       lang: lang() === 'de' ? 'en' : 'de',
-      'aria-label': t('languageLabel'),
+      // The visible word first (WCAG 2.5.3: the name contains the label).
+      'aria-label': `${t('language')}: ${t('languageLabel')}`,
       onclick: () => {
         setLang(lang() === 'de' ? 'en' : 'de');
         render();

@@ -51,6 +51,9 @@ export async function view(root, ctx) {
       ),
     );
 
+  /** @type {string} the portal the add form is on */
+  let addPortal = '';
+
   const loadAssignments = async () => {
     try {
       const data = await gql(
@@ -92,7 +95,9 @@ export async function view(root, ctx) {
 
   const addForm = async () => {
     const all = await portals();
-    let portalId = all[0] ? all[0].id : '';
+    // The portal stays as the curator chose it when the list reloads.
+    if (!all.some((/** @type {any} */ p) => p.id === addPortal)) addPortal = all[0] ? all[0].id : '';
+    let portalId = addPortal;
     /** @type {any} */
     let picked = null;
     const problem = h('p', { class: 'error', role: 'alert' });
@@ -106,6 +111,7 @@ export async function view(root, ctx) {
           if (!picked) return fill(problem, t('pickKeyword'));
           // The category directly under the portal that holds the keyword.
           const child = picked.hierarchicalCategories.find((/** @type {any} */ c) => c.parentId === portalId);
+          if (!child) return fill(problem, t('keywordNotInPortal', { label: picked.label }));
           try {
             await gql(
               `mutation A($input: SuggestAssignmentInput!) { suggestAssignment(input: $input) { ddbId } }`,
@@ -119,7 +125,13 @@ export async function view(root, ctx) {
         },
       },
       h('h2', null, t('addKeyword')),
-      await portalPicker('o-portal', portalId, (p) => (portalId = p)),
+      await portalPicker('o-portal', portalId, (p) => {
+        // A keyword picked in another portal does not carry over.
+        portalId = addPortal = p;
+        picked = null;
+        search.input.value = '';
+        fill(problem);
+      }),
       search.element,
       problem,
       h('button', { type: 'submit', class: 'primary' }, t('add')),
@@ -133,6 +145,8 @@ export async function view(root, ctx) {
         { c: ddbId },
       );
       const ok = data.binaries.nodes.filter((/** @type {any} */ b) => b.status === 'OK');
+      // Images not (yet) shown say why: being fetched or scaled, or failed.
+      const others = data.binaries.nodes.filter((/** @type {any} */ b) => b.status !== 'OK');
       fill(
         images,
         h('h2', { id: 'o-i' }, t('images')),
@@ -154,7 +168,16 @@ export async function view(root, ctx) {
                 );
               }),
             )
-          : h('p', { class: 'empty' }, t('noImages')),
+          : others.length
+            ? null
+            : h('p', { class: 'empty' }, t('noImages')),
+        others.length
+          ? h(
+              'ul',
+              { class: 'hint', 'data-testid': 'images-not-shown' },
+              others.map((/** @type {any} */ b) => h('li', null, `${b.referenceId}: ${t(`image${b.status}`)}`, b.url ? [' (', h('a', { href: b.url, rel: 'noreferrer' }, t('source')), ')'] : null)),
+            )
+          : null,
         h('div', { class: 'zoom-slot' }),
       );
       if (ok[0]) showZoom(ok[0]);

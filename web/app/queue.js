@@ -374,7 +374,7 @@ export async function view(root, ctx) {
           text: who ? t('conflictBy', { who, status: statusLabel(r.status) }) : t('conflict', { status: statusLabel(r.status) }),
         };
       } else {
-        r.result = { kind: 'error', text: `${res.error.message} (${res.error.code})` };
+        r.result = { kind: 'error', text: errorText(res.error) };
       }
     }
     saveSelection();
