@@ -48,6 +48,9 @@ curl -fsS "http://127.0.0.1:$port/schema.graphql" >"$work/schema.graphql"
 bash scripts/schema-diff.sh "$work/schema.graphql"
 echo "edge-tests: type-check the UI (tsc over web/app's JSDoc types)"
 tests/edge/node_modules/.bin/tsc -p web/tsconfig.json
+echo "edge-tests: the federation subgraph composes (@theguild/federation-composition)"
+"$bin" schema --federation >"$work/subgraph.graphql"
+node tests/edge/federation.mjs "$work/subgraph.graphql"
 echo "edge-tests: graphql-http audit"
 node tests/edge/audit.mjs "http://127.0.0.1:$port/graphql" | grep -v '^ok '
 echo "edge-tests: GraphiQL in Chromium, offline"

@@ -230,8 +230,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Compact(args) => compact(args),
         Command::Token(args) => token(args),
-        Command::Schema => {
-            print!("{}", kartei::api::schema::sdl());
+        Command::Schema(a) => {
+            print!(
+                "{}",
+                if a.federation {
+                    kartei::api::schema::subgraph_sdl()
+                } else {
+                    kartei::api::schema::sdl()
+                }
+            );
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -308,6 +315,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         crawl.spawn();
     }
     let connections = kartei::edge::ConnectionLimits::from_limits(&args.limits);
+    kartei::app::sweep_interrupted_jobs(store.clone());
     let app = kartei::app::App::new(
         store,
         auth,

@@ -141,7 +141,8 @@ impl Binary {
     }
 }
 
-async fn load(ctx: &Context<'_>, reference_id: &str) -> Result<Option<Metered<Binary>>> {
+/// A binary by reference id (the root field and the federation lookup).
+pub async fn load(ctx: &Context<'_>, reference_id: &str) -> Result<Option<Metered<Binary>>> {
     Ok(binaries(ctx)
         .resolve(reference_id)
         .await?

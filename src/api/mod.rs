@@ -7,6 +7,7 @@
 pub mod assignment_events;
 pub mod binaries_rest;
 pub mod caller;
+pub mod federation;
 pub mod graphql;
 pub mod iiif_rest;
 pub mod rest;
@@ -43,6 +44,18 @@ macro_rules! domain_apis {
         // Every domain's root query fields (a doc comment would become a schema description).
         #[derive(async_graphql::MergedObject, Default)]
         pub struct Query(viewer::ViewerQuery, workers::WorkersQuery, $($name::$query,)*);
+
+        // The same, with the federation entity lookups (their presence
+        // alone makes async-graphql add `_service` and `_entities`, so they
+        // live only in the subgraph's root; see `schema::KarteiSchema`).
+        #[derive(async_graphql::MergedObject, Default)]
+        #[graphql(name = "Query")]
+        pub struct FederatedQuery(
+            viewer::ViewerQuery,
+            workers::WorkersQuery,
+            federation::FederationQuery,
+            $($name::$query,)*
+        );
 
         // Every domain's mutations.
         #[derive(async_graphql::MergedObject, Default)]

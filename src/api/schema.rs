@@ -2,9 +2,14 @@
 //! and Subscription, built with the engine's limits; the schema WebSocket
 //! operations run on; the printed SDL kept in `schema.graphql`.
 
-use async_graphql::{MergedSubscription, SDLExportOptions, Schema, SchemaBuilder};
+use std::sync::Arc;
 
-pub use crate::api::{Mutation, Query, Services};
+use async_graphql::{
+    Data, Executor, MergedSubscription, Request, Response, SDLExportOptions, Schema, SchemaBuilder,
+};
+use futures::stream::BoxStream;
+
+pub use crate::api::{FederatedQuery, Mutation, Query, Services};
 use crate::kernel::limits::Limits;
 
 // Every domain's subscriptions.
@@ -14,37 +19,97 @@ pub struct Subscription(
     crate::api::jobs::JobsSubscription,
 );
 
-pub type KarteiSchema = Schema<Query, Mutation, Subscription>;
+/// The schema the server runs: the plain one, or with `--federation` a
+/// federation subgraph; both execute through [`Executor`].
+#[derive(Clone)]
+pub enum KarteiSchema {
+    Plain(Schema<Query, Mutation, Subscription>),
+    Federated(Schema<FederatedQuery, Mutation, Subscription>),
+}
 
-/// The schema over `services` (none: only to print the SDL).
-pub fn schema(services: Option<Services>, limits: &Limits) -> KarteiSchema {
-    finish(builder(limits), services)
+impl Executor for KarteiSchema {
+    async fn execute(&self, request: Request) -> Response {
+        match self {
+            KarteiSchema::Plain(s) => s.execute(request).await,
+            KarteiSchema::Federated(s) => s.execute(request).await,
+        }
+    }
+
+    fn execute_stream(
+        &self,
+        request: Request,
+        session_data: Option<Arc<Data>>,
+    ) -> BoxStream<'static, Response> {
+        match self {
+            KarteiSchema::Plain(s) => Executor::execute_stream(s, request, session_data),
+            KarteiSchema::Federated(s) => Executor::execute_stream(s, request, session_data),
+        }
+    }
+}
+
+impl KarteiSchema {
+    /// The SDL as `options` print it.
+    pub fn sdl_with_options(&self, options: SDLExportOptions) -> String {
+        match self {
+            KarteiSchema::Plain(s) => s.sdl_with_options(options),
+            KarteiSchema::Federated(s) => s.sdl_with_options(options),
+        }
+    }
+}
+
+/// The schema over `services` (none: only to print the SDL); with
+/// `federation`, an Apollo Federation 2 subgraph (`_service`, `_entities`,
+/// `@key` on the entities of `api::federation`).
+pub fn schema(services: Option<Services>, limits: &Limits, federation: bool) -> KarteiSchema {
+    built(services, limits, federation, false)
 }
 
 /// The schema WebSocket operations run on: the same, but each execution
 /// (each event of a subscription) gets its request's `graphql::batch::Fresh`
 /// data anew. Apart from `schema` because a schema extension costs every
 /// field of every request a detour, which HTTP requests need not pay.
-pub fn live_schema(services: Services, limits: &Limits) -> KarteiSchema {
-    finish(
-        builder(limits).extension(crate::api::graphql::batch::PerExecution),
-        Some(services),
-    )
+pub fn live_schema(services: Services, limits: &Limits, federation: bool) -> KarteiSchema {
+    built(Some(services), limits, federation, true)
 }
 
-fn builder(limits: &Limits) -> SchemaBuilder<Query, Mutation, Subscription> {
-    crate::api::graphql::schema_builder(
-        Query::default(),
+fn built(
+    services: Option<Services>,
+    limits: &Limits,
+    federation: bool,
+    live: bool,
+) -> KarteiSchema {
+    if federation {
+        KarteiSchema::Federated(finish(
+            builder(FederatedQuery::default(), limits, live),
+            services,
+        ))
+    } else {
+        KarteiSchema::Plain(finish(builder(Query::default(), limits, live), services))
+    }
+}
+
+fn builder<Q: async_graphql::ObjectType + 'static>(
+    query: Q,
+    limits: &Limits,
+    live: bool,
+) -> SchemaBuilder<Q, Mutation, Subscription> {
+    let b = crate::api::graphql::schema_builder(
+        query,
         Mutation::default(),
         Subscription::default(),
         limits,
-    )
+    );
+    if live {
+        b.extension(crate::api::graphql::batch::PerExecution)
+    } else {
+        b
+    }
 }
 
-fn finish(
-    mut b: SchemaBuilder<Query, Mutation, Subscription>,
+fn finish<Q: async_graphql::ObjectType + 'static>(
+    mut b: SchemaBuilder<Q, Mutation, Subscription>,
     services: Option<Services>,
-) -> KarteiSchema {
+) -> Schema<Q, Mutation, Subscription> {
     if let Some(s) = services {
         b = s.into_data(b);
     }
@@ -53,12 +118,25 @@ fn finish(
 
 /// The printed SDL, sorted, as kept in `schema.graphql`.
 pub fn sdl() -> String {
-    schema(None, &Limits::default()).sdl_with_options(
-        SDLExportOptions::new()
-            .sorted_fields()
-            .sorted_arguments()
-            .sorted_enum_items(),
-    )
+    printed(false)
+}
+
+/// The subgraph SDL a federation gateway composes (what `_service { sdl }`
+/// answers with `--federation`).
+pub fn subgraph_sdl() -> String {
+    printed(true)
+}
+
+fn printed(federation: bool) -> String {
+    let options = SDLExportOptions::new()
+        .sorted_fields()
+        .sorted_arguments()
+        .sorted_enum_items();
+    schema(None, &Limits::default(), federation).sdl_with_options(if federation {
+        options.federation()
+    } else {
+        options
+    })
 }
 
 #[cfg(test)]

@@ -238,14 +238,22 @@ impl ThemesQuery {
             .map(Category::metered)
             .collect())
     }
-    async fn category(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Metered<Category>>> {
+    pub(crate) async fn category(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+    ) -> Result<Option<Metered<Category>>> {
         Ok(loaders(ctx)
             .categories
             .load_one(id.0)
             .await?
             .map(Category::metered))
     }
-    async fn keyword(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Metered<Keyword>>> {
+    pub(crate) async fn keyword(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+    ) -> Result<Option<Metered<Keyword>>> {
         Ok(loaders(ctx)
             .keywords
             .load_one(id.0)
@@ -397,3 +405,4 @@ impl ThemesMutation {
         Ok(Metered(GndEntity(g)))
     }
 }
+

@@ -53,7 +53,15 @@ pub enum Command {
     /// Print a signed bearer token (HS256 with the configured secret).
     Token(TokenArgs),
     /// Print the GraphQL schema (SDL).
-    Schema,
+    Schema(SchemaArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SchemaArgs {
+    /// Print the Apollo Federation 2 subgraph SDL instead (what a server
+    /// with `--federation` answers to `_service { sdl }`).
+    #[arg(long)]
+    pub federation: bool,
 }
 
 #[derive(Args, Debug, Clone)]

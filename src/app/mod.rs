@@ -58,10 +58,10 @@ impl App {
             binaries: binaries.clone(),
             suggestions: suggestions.clone(),
             crawl: crawl.clone(),
-            jobs: sweep(Jobs::new(store.clone()).with_clock(clock)),
+            jobs: Jobs::new(store.clone()).with_clock(clock),
         };
-        let schema = schema(Some(services.clone()), &limits);
-        let live_schema = live_schema(services, &limits);
+        let schema = schema(Some(services.clone()), &limits, edge.federation);
+        let live_schema = live_schema(services, &limits, edge.federation);
         let sockets = crate::edge::sockets::Sockets::new(
             crate::edge::sockets::SocketLimits::from_limits(&limits),
         );
@@ -95,11 +95,12 @@ impl App {
     }
 }
 
-/// Marks the jobs whose process died as interrupted, in the background.
-fn sweep(jobs: Jobs) -> Jobs {
-    let sweeping = jobs.clone();
+/// Marks the jobs whose process died as interrupted, in the background
+/// (a starting server runs it).
+pub fn sweep_interrupted_jobs(store: DynStore) {
+    let jobs = Jobs::new(store);
     tokio::spawn(async move {
-        match sweeping.sweep_interrupted().await {
+        match jobs.sweep_interrupted().await {
             Ok(0) => {}
             Ok(n) => tracing::warn!(
                 jobs = n,
@@ -108,7 +109,6 @@ fn sweep(jobs: Jobs) -> Jobs {
             Err(e) => tracing::warn!(error = %e, "jobs whose process stopped could not be marked"),
         }
     });
-    jobs
 }
 
 /// The change feed's settings the flags describe.

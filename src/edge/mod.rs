@@ -258,6 +258,10 @@ pub struct EdgeArgs {
     /// binary, so a change shows on reload without a rebuild.
     #[arg(long, env = "KARTEI_WEB_DIR")]
     pub web_dir: Option<std::path::PathBuf>,
+    /// Serve the schema as an Apollo Federation 2 subgraph (`_service`,
+    /// `_entities`; Keyword, Category, Assignment and Binary are entities).
+    #[arg(long, env = "KARTEI_FEDERATION")]
+    pub federation: bool,
 }
 
 impl Default for EdgeArgs {
@@ -266,6 +270,7 @@ impl Default for EdgeArgs {
             cors_origins: Vec::new(),
             cache_max_age: 5,
             web_dir: None,
+            federation: false,
         }
     }
 }

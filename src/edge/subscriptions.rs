@@ -250,9 +250,10 @@ impl Executor for Live {
                         request = request.data(budget.clone());
                     }
                     let mut responses = batches
-                        .drive(app.live_schema.execute_stream_with_session_data(
+                        .drive(async_graphql::Executor::execute_stream(
+                            &app.live_schema,
                             request,
-                            session_data.unwrap_or_default(),
+                            Some(session_data.unwrap_or_default()),
                         ))
                         .boxed();
                     let Some(limit) = app.gate.deadline(ty) else {

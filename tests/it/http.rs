@@ -429,3 +429,88 @@ fn the_admin_sees_every_background_worker() {
         );
     });
 }
+
+/// Issue 33: with `--federation` the schema is an Apollo Federation 2
+/// subgraph: `_service` gives its SDL with the entities' keys, and
+/// `_entities` resolves representations by key (an unknown one to null);
+/// without it, neither field exists.
+#[test]
+fn federation_serves_service_and_entities_only_when_enabled() {
+    use kartei::domains::themes::service::{CategoryInput, KeywordInput, Themes};
+    use kartei::kernel::roles::{Principal, Role};
+    run(async {
+        let edge = kartei::edge::EdgeArgs {
+            federation: true,
+            ..Default::default()
+        };
+        let (router, store) = router_with(Limits::default(), edge).await;
+        let admin = Principal::local("admin", &[Role::Admin]);
+        let themes = Themes::new(store.store.clone());
+        for (id, parent) in [("p-fed", None), ("c-fed", Some("p-fed"))] {
+            let input = CategoryInput {
+                id: id.into(),
+                parent_id: parent.map(Into::into),
+                label: format!("Kategorie {id}"),
+                ..Default::default()
+            };
+            themes.upsert_category(&admin, input).await.unwrap();
+        }
+        let keyword = KeywordInput {
+            id: "k-fed".into(),
+            label: "Föderation".into(),
+            category_ids: vec!["c-fed".into()],
+            ..Default::default()
+        };
+        themes.upsert_keyword(&admin, keyword).await.unwrap();
+
+        let ask = |query: &str, variables: Value| {
+            post_graphql(
+                &json!({"query": query, "variables": variables}).to_string(),
+                &[],
+            )
+        };
+        let (status, _, body) = call(&router, ask("{ _service { sdl } }", json!({}))).await;
+        assert_eq!(status, 200);
+        let sdl = json_of(&body)["data"]["_service"]["sdl"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        for key in [
+            r#"type Keyword @key(fields: "id")"#,
+            r#"type Category @key(fields: "id")"#,
+            r#"type Binary @key(fields: "referenceId")"#,
+            r#"type Assignment @key(fields: "portalId ddbId keywordId creator")"#,
+        ] {
+            assert!(sdl.contains(key), "{key} not in\n{sdl}");
+        }
+        let (_, _, body) = call(
+            &router,
+            ask(
+                "query($r: [_Any!]!) { _entities(representations: $r) { ... on Keyword { id label } ... on Category { id label } } }",
+                json!({"r": [
+                    {"__typename": "Keyword", "id": "k-fed"},
+                    {"__typename": "Category", "id": "c-fed"},
+                    {"__typename": "Keyword", "id": "nowhere"},
+                ]}),
+            ),
+        )
+        .await;
+        assert_eq!(
+            json_of(&body)["data"]["_entities"],
+            json!([
+                {"id": "k-fed", "label": "Föderation"},
+                {"id": "c-fed", "label": "Kategorie c-fed"},
+                null,
+            ])
+        );
+
+        let (plain, _store) = router_with(Limits::default(), Default::default()).await;
+        let (_, _, body) = call(&plain, ask("{ _service { sdl } }", json!({}))).await;
+        assert!(
+            json_of(&body)["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("_service")
+        );
+    });
+}

@@ -3,6 +3,11 @@
 use super::*;
 
 impl Assignments {
+    /// One assignment by its key.
+    pub async fn get(&self, key: &AssignmentKey) -> ApiResult<Option<Assignment>> {
+        Ok(Assignment::stored(&self.store, key).await?)
+    }
+
     /// The assignment's status changes, oldest first (the latest
     /// `MAX_HISTORY`; its creation is its `created_at` and `creator`).
     pub async fn history(&self, key: &AssignmentKey) -> ApiResult<Vec<StatusChange>> {
