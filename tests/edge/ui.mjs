@@ -773,6 +773,27 @@ await step('release as an editor', async () => {
   return [page];
 });
 
+await step('undo with live updates on: a deletion proposal is taken back', async () => {
+  const published = (await assignments(portal.id, 'PUBLISHED')).map((a) => a.ddbId).sort();
+  check(published.length > 0, 'nothing PUBLISHED (the release step failed)');
+  const page = await open(editor, `${queuePath}&status=PUBLISHED`);
+  await rowsShown(page);
+  const ddb = (await ddbsOf(page))[0];
+  await row(page, ddb).locator('input[type=checkbox]').check();
+  await page.locator('button[data-bulk=proposeDeletion]').click();
+  await waitRow(page, ddb, 'DELETESUGGESTED', 'ok', 'the proposal');
+  // The live echo of this very change came too; undo is still offered.
+  const undo = page.locator('button[data-testid=undo]');
+  await undo.waitFor({ timeout: TIMEOUT }).catch(() => {
+    throw new StepError('no undo is offered after a deletion proposal with live updates on');
+  });
+  await undo.click();
+  await waitRow(page, ddb, 'PUBLISHED', 'ok', 'the undo');
+  const back = (await assignments(portal.id, 'PUBLISHED')).map((a) => a.ddbId).sort();
+  check(JSON.stringify(back) === JSON.stringify(published), 'after the undo the PUBLISHED rows differ from before');
+  return [page];
+});
+
 // ---------------------------------------------------------------- 10. axe and screenshots
 
 const views = [

@@ -305,12 +305,16 @@ export async function view(root, ctx) {
     thumbnails();
   };
 
+  /** Whether the last action can be taken back: the workflow allows each row's way back. */
+  const canUndo = () =>
+    !!last && last.rows.length > 0 && last.rows.every((/** @type {Row} */ r) => !!last && allowed(last.to, last.from.get(keyOf(r)) || '', ctx.can));
+
   const drawBulk = () => {
     const chosen = rows.filter((r) => selection.has(keyOf(r)));
     // Each action the rows allow, on the rows that allow it: a selection of
     // mixed statuses still offers what applies to part of it.
     const offered = ACTIONS.map((a) => ({ a, some: chosen.filter((r) => allowed(r.status, a.to, ctx.can)) })).filter((o) => o.some.length);
-    const canUndo = last && last.rows.length && last.rows.every((/** @type {Row} */ r) => allowed(last.to, last.from.get(keyOf(r)) || '', ctx.can));
+
     fill(
       bulk,
       h('span', { 'data-testid': 'selected-count' }, t('selected', { n: selection.size })),
@@ -321,7 +325,7 @@ export async function view(root, ctx) {
           `${t(a.key)} (${some.length === chosen.length ? some.length : t('someOf', { n: some.length, m: chosen.length })})`,
         ),
       ),
-      canUndo ? h('button', { type: 'button', 'data-testid': 'undo', onclick: undo }, t('undo')) : null,
+      canUndo() ? h('button', { type: 'button', 'data-testid': 'undo', onclick: undo }, t('undo')) : null,
     );
   };
 
@@ -345,6 +349,10 @@ export async function view(root, ctx) {
    * @param {Row[]} chosen @param {string} to */
   const act = async (chosen, to) => {
     if (!chosen.length) return;
+    // Each row's status before, taken now: with live updates on, the echo
+    // of this very change can reach the rows before its answer does.
+    /** @type {Map<string, string>} */
+    const from = new Map(chosen.map((r) => [keyOf(r), r.status]));
     /** @type {Map<string, any>} */
     let results;
     try {
@@ -356,8 +364,6 @@ export async function view(root, ctx) {
     let ok = 0;
     /** @type {Row[]} */
     const moved = [];
-    /** @type {Map<string, string>} each row's status before */
-    const from = new Map(chosen.map((r) => [keyOf(r), r.status]));
     for (const r of chosen) {
       const res = results.get(keyOf(r));
       if (!res) continue;
@@ -399,12 +405,19 @@ export async function view(root, ctx) {
     } catch (e) {
       ctx.toast(errorText(e), 'error');
     }
+    let undone = 0;
     for (const r of rows) {
       const res = results.get(keyOf(r));
-      if (res && res.applied) Object.assign(r, res.assignment, { result: { kind: 'ok', text: t('undone') } });
+      if (res && res.applied) {
+        undone++;
+        Object.assign(r, res.assignment, { result: { kind: 'ok', text: t('undone') } });
+      } else if (res && res.error) {
+        r.result = { kind: 'error', text: errorText(res.error) };
+      }
     }
     draw();
-    if (to) ctx.toast(t('undone'));
+    // Said only for what was undone; a refusal shows on its row instead.
+    if (to && undone) ctx.toast(t('undone'));
   };
 
   /** The image of each object on the page: a binary whose context is its ddb id. */
@@ -468,7 +481,10 @@ export async function view(root, ctx) {
       case 'j': focusRow(focusAt + 1); break;
       case 'k': focusRow(focusAt - 1); break;
       case 'x': if (row) toggle(row, !selection.has(keyOf(row))); break;
-      case 'u': if (last) undo(); break;
+      case 'u':
+        if (canUndo()) undo();
+        else if (last) ctx.toast(t('noUndo'), 'error');
+        break;
       case '/': search.input.focus(); break;
       case '?': help(); break;
       default: {
