@@ -293,6 +293,28 @@ fn tokio_stream_of<T: Send + 'static>(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
+/// Bytes of an input past the limit read and dropped, at most, so that a
+/// command whose size was unknown (standard input) finishes sending and
+/// reads the 413 instead of a broken connection; and for how long.
+const DISCARD_BYTES: u64 = 64 << 20;
+const DISCARD_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Reads and drops what is left of a refused input, within the bounds above.
+async fn discard_the_rest(
+    chunks: &mut (impl futures::Stream<Item = Result<Bytes, axum::Error>> + Unpin),
+) {
+    let mut dropped = 0u64;
+    let _ = tokio::time::timeout(DISCARD_FOR, async {
+        while let Some(Ok(chunk)) = chunks.next().await {
+            dropped = dropped.saturating_add(chunk.len() as u64);
+            if dropped > DISCARD_BYTES {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
 /// Writes the arriving input to `path` as it comes, `max` bytes at most
 /// (more: `FileTooLarge`), counting them in `counted`.
 async fn spool(
@@ -308,6 +330,7 @@ async fn spool(
         let chunk = chunk.map_err(std::io::Error::other)?;
         arrived = arrived.saturating_add(chunk.len() as u64);
         if arrived > max {
+            discard_the_rest(&mut chunks).await;
             return Err(ErrorKind::FileTooLarge.into());
         }
         file.write_all(&chunk).await?;

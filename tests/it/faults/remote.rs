@@ -95,6 +95,33 @@ fn story(dir: &Path, target: &Target) {
         "{}",
         said(&out)
     );
+    // The same from standard input (its size unknown until it arrives):
+    // refused where the limit is passed, and the command reads the refusal.
+    let mut piped = super::kartei(
+        &[
+            "import-suggestions",
+            "--wiki",
+            "frwiki",
+            "-",
+            "--server",
+            &url,
+        ],
+        target,
+    )
+    .env("KARTEI_TOKEN", &machine)
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = piped.stdin.take().unwrap();
+        let _ = stdin.write_all(&std::fs::read(&big).unwrap());
+    }
+    let out = piped.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(said(&out).contains("JOB_INPUT_TOO_LARGE"), "{}", said(&out));
     let out = remote(
         &["suggestions", "list", "--wiki", "frwiki"],
         target,
@@ -115,10 +142,21 @@ fn story(dir: &Path, target: &Target) {
     assert_eq!(by("import-vocabulary", "importer")["state"], "DONE");
     assert_eq!(by("repair-views", "ada")["state"], "DONE");
     // Refused at the door (the token, the role, a file's size past the
-    // limit): no job, nothing recorded.
+    // limit): no job, nothing recorded. Standard input refused on the way
+    // is one job, FAILED, that says why.
     assert!(!jobs.iter().any(|j| j["startedBy"] == "carla"), "{jobs:#?}");
+    let imports: Vec<_> = jobs
+        .iter()
+        .filter(|j| j["kind"] == "import-suggestions")
+        .collect();
+    assert_eq!(imports.len(), 1, "{jobs:#?}");
+    assert_eq!(imports[0]["input"], "stdin", "{jobs:#?}");
+    assert_eq!(imports[0]["state"], "FAILED", "{jobs:#?}");
     assert!(
-        !jobs.iter().any(|j| j["kind"] == "import-suggestions"),
+        imports[0]["result"][0]
+            .as_str()
+            .unwrap()
+            .contains("--max-job-input-bytes"),
         "{jobs:#?}"
     );
     server.stop();
