@@ -460,6 +460,25 @@ await step('filters: every creator is offered, a keyword label comes from the vo
   return [page, forged];
 });
 
+await step('keyword details: GND link, category path and synonyms beside the queue', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const first = page.locator(`${ROWS}`).first();
+  const ddb = await first.getAttribute('data-ddb');
+  await first.locator('td:nth-child(4) button').click();
+  const panel = page.locator('aside[data-testid=keyword-details]');
+  await panel.waitFor({ state: 'visible', timeout: TIMEOUT });
+  const { keyword } = await gql('query K($k: ID!) { keyword(id: $k) { label synonyms primaryGndUri categories { label } } }', { k: seeded.get(ddb).keywordId });
+  const shown = await panel.innerText();
+  check(shown.includes(keyword.label), `the panel does not name ${keyword.label}: ${JSON.stringify(shown.slice(0, 200))}`);
+  for (const c of keyword.categories) check(shown.includes(c.label), `the panel lacks the category ${c.label}`);
+  for (const syn of keyword.synonyms) check(shown.includes(syn), `the panel lacks the synonym ${syn}`);
+  if (keyword.primaryGndUri) check(await panel.locator(`a[href="${keyword.primaryGndUri}"]`).count(), 'the panel has no GND link');
+  await page.keyboard.press('Escape');
+  await panel.waitFor({ state: 'hidden', timeout: TIMEOUT });
+  return [page];
+});
+
 // ---------------------------------------------------------------- 3. paging
 
 await step('page through a queue of 120 assignments (50, 50, 20)', async () => {

@@ -149,6 +149,8 @@ export async function view(root, ctx) {
   const tbody = h('tbody');
   const pager = h('div', { class: 'pager' });
   const bulk = h('div', { class: 'bulk', role: 'region', 'aria-label': t('actions') });
+  // Keyword details, beside the queue (see showKeyword).
+  const details = h('aside', { class: 'side', 'data-testid': 'keyword-details', 'aria-labelledby': 'kd-title', hidden: true });
   const liveState = h('span', { class: 'live-state', 'aria-live': 'polite' });
   const creators = h('select', { id: 'q-creator', onchange: (/** @type {Event} */ e) => go({ creator: /** @type {HTMLSelectElement} */ (e.target).value }) }, h('option', { value: '' }, t('anyCreator')));
   const search = keywordSearch(
@@ -205,6 +207,7 @@ export async function view(root, ctx) {
       table,
       pager,
     ),
+    details,
   );
   fill(
     table,
@@ -268,7 +271,7 @@ export async function view(root, ctx) {
       ),
       h('td', { class: 'thumb' }),
       h('td', { class: 'ddb' }, h('a', { href: `/ui/object/${encodeURIComponent(r.ddbId)}`, 'data-link': '', 'aria-label': t('openObject', { id: r.ddbId }) }, r.ddbId)),
-      h('td', null, label),
+      h('td', null, h('button', { type: 'button', class: 'link', 'aria-haspopup': 'true', onclick: () => showKeyword(r.keywordId) }, label)),
       h('td', null, r.childCategory ? r.childCategory.label : r.childCategoryId),
       h('td', null, r.creator),
       h('td', { class: 'num' }, r.confidence === null || r.confidence === undefined ? '–' : formatNumber(r.confidence)),
@@ -282,6 +285,49 @@ export async function view(root, ctx) {
       ),
     );
     return tr;
+  };
+
+  // ---- keyword details: GND link, category paths, synonyms, beside the queue
+  const closeDetails = () => {
+    details.hidden = true;
+    fill(details);
+  };
+  /** @param {string} id */
+  const showKeyword = async (id) => {
+    const opener = /** @type {HTMLElement | null} */ (document.activeElement);
+    try {
+      const { keyword: k } = await gql(
+        `query KD($id: ID!) { keyword(id: $id) {
+          id label synonyms note primaryGndUri relatedGndUris
+          categories { id label ancestors { label } }
+        } }`,
+        { id },
+      );
+      const close = h('button', { type: 'button', class: 'link close', 'aria-label': t('close'), onclick: () => { closeDetails(); opener?.focus(); } }, '×');
+      fill(
+        details,
+        close,
+        h('h2', { id: 'kd-title' }, k ? k.label : t('unknownKeyword', { id })),
+        k
+          ? h(
+              'dl',
+              { class: 'facts' },
+              h('dt', null, t('gnd')),
+              h('dd', null, k.primaryGndUri ? h('a', { href: k.primaryGndUri, rel: 'noreferrer', target: '_blank' }, k.primaryGndUri) : '–'),
+              k.relatedGndUris.length ? [h('dt', null, t('relatedGnd')), h('dd', null, k.relatedGndUris.map((/** @type {string} */ u) => h('a', { href: u, rel: 'noreferrer', target: '_blank' }, u)))] : null,
+              h('dt', null, t('categoryPath')),
+              h('dd', null, h('ul', null, k.categories.map((/** @type {any} */ c) => h('li', null, [...c.ancestors.map((/** @type {any} */ a) => a.label), c.label].join(' › '))))),
+              h('dt', null, t('synonyms')),
+              h('dd', null, k.synonyms.length ? k.synonyms.join(', ') : '–'),
+              k.note ? [h('dt', null, t('note')), h('dd', null, k.note)] : null,
+            )
+          : null,
+      );
+      details.hidden = false;
+      close.focus();
+    } catch (e) {
+      ctx.toast(errorText(e), 'error');
+    }
   };
 
   // The row the keyboard acts on: -1 until a row was focused.
@@ -473,6 +519,11 @@ export async function view(root, ctx) {
   const onKey = (e) => {
     const target = /** @type {HTMLElement} */ (e.target);
     if (e.ctrlKey || e.metaKey || e.altKey || document.querySelector('dialog[open]')) return;
+    if (e.key === 'Escape' && !details.hidden) {
+      closeDetails();
+      focusRow(focusAt);
+      return;
+    }
     if (target.closest('input:not([type=checkbox]), textarea, select')) return;
     // Actions need a focused row: a key pressed elsewhere never acts on one.
     const onRow = !!target.closest('tr[data-key]');
