@@ -676,9 +676,9 @@ await step('keyboard-only review of five rows', async () => {
 
 // ---------------------------------------------------------------- 8. contributor
 
-await step('the queue on a tablet (820 x 1180) and at 1280 px: no sideways scrolling of the page', async () => {
+await step('the queue at 820 x 1180, 1280 x 800, 1366 x 768 and 1440 x 900: no sideways scrolling, actions on screen', async () => {
   const pages = [];
-  for (const [width, height, name] of [[820, 1180, 'queue-tablet'], [1280, 800, null]]) {
+  for (const [width, height, name] of [[820, 1180, 'queue-tablet'], [1280, 800, null], [1366, 768, null], [1440, 900, null]]) {
     const context = await curator(editorToken, `editor at ${width} px`, true);
     const page = await context.newPage();
     await page.setViewportSize({ width, height });
@@ -691,6 +691,28 @@ await step('the queue on a tablet (820 x 1180) and at 1280 px: no sideways scrol
       check(box && box.x >= 0 && box.x + box.width <= width, `at ${width} px the first row's ${action} button is not on the screen: ${JSON.stringify(box)}`);
     }
     if (name) await shot(page, name, false);
+    pages.push(page);
+  }
+  return pages;
+});
+
+await step('every view at the four window sizes: no sideways scrolling of the page', async () => {
+  const pages = [];
+  const context = await curator(editorToken, 'editor at four sizes', true);
+  for (const path of ['/ui/object/obj-001', `/ui/release?portal=${encodeURIComponent(portal.id)}`, '/ui/suggestions', '/ui/crawl', '/ui/jobs']) {
+    const page = await context.newPage();
+    for (const [width, height] of [[820, 1180], [1280, 800], [1366, 768], [1440, 900]]) {
+      await page.setViewportSize({ width, height });
+      await page.goto(`${base}${path}`);
+      await page.waitForFunction(() => document.querySelector('#main') && document.querySelector('#main').childElementCount > 0);
+      await page.waitForTimeout(200);
+      const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      check(overflow <= 1, `${path} at ${width} px is ${overflow} px wider than the window`);
+      if (path.startsWith('/ui/object/')) {
+        const status = page.locator('[data-testid=object-assignments] td .badge').first();
+        check(await status.isVisible(), `the object page hides the status column at ${width} px`);
+      }
+    }
     pages.push(page);
   }
   return pages;
