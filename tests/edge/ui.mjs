@@ -528,6 +528,33 @@ await step('bulk accept 10', async () => {
   return [page];
 });
 
+await step('a selection of mixed statuses offers each action on the rows it applies to', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const [d1, d2] = (await ddbsOf(page)).slice(0, 2);
+  for (const d of [d1, d2]) await row(page, d).locator('input[type=checkbox]').check();
+  // Another editor accepts the first; the live update makes the selection mixed.
+  const s1 = seeded.get(d1);
+  const status = await row(page, d1).getAttribute('data-status');
+  await gql(
+    'mutation T($k: AssignmentKeyInput!, $e: AssignmentStatus!) { transitionAssignment(key: $k, expected: $e, to: ACCEPTED) { status } }',
+    { k: { portalId: portal.id, ddbId: d1, keywordId: s1.keywordId, creator: s1.creator }, e: status },
+    editor2Token,
+  );
+  await waitRow(page, d1, 'ACCEPTED', null, 'the live update');
+  const accept = page.locator('button[data-bulk=accept]');
+  await accept.filter({ hasText: '1 von 2' }).waitFor({ timeout: TIMEOUT }).catch(async () => {
+    throw new StepError(`the bulk bar offers ${JSON.stringify(await page.locator('[role=region].bulk').innerText().catch(() => '(none)'))}, expected "Annehmen (1 von 2)"`);
+  });
+  const reject = (await page.locator('button[data-bulk=reject]').innerText()).trim();
+  check(reject.endsWith('(2)'), `reject is offered as ${JSON.stringify(reject)}, expected for both rows`);
+  await accept.click();
+  await waitRow(page, d2, 'ACCEPTED', 'ok', 'the partial bulk accept');
+  const accepted = new Set((await assignments(portal.id, 'ACCEPTED')).map((a) => a.ddbId));
+  check(accepted.has(d1) && accepted.has(d2), `the server does not have both ${d1} and ${d2} ACCEPTED`);
+  return [page];
+});
+
 // ---------------------------------------------------------------- 5./6. two curators
 
 /** A (editor) and B (editor2) on one queue; A's websocket runs through a route that can hold server messages back. */
