@@ -162,9 +162,8 @@ async fn an_empty_release_is_refused_and_every_run_names_who_ran_it(engine: Engi
     assert_eq!(who, [&json!("edda"), &json!("erik")], "newest first: {log}");
     // Each assignment's history: who accepted it, and its publication by
     // the release run; actors for editors only.
-    const HISTORY: &str =
-        "query($d: ID!) { objectAssignments(ddbId: $d) { history { from to actor at } } }";
-    let h = editor.query(HISTORY, json!({"d": "o2"})).await;
+    const HISTORY: &str = "query($d: ID!, $p: ID) { objectAssignments(ddbId: $d, portalId: $p) { history { from to actor at } } }";
+    let h = editor.query(HISTORY, json!({"d": "o2", "p": v.p})).await;
     let changes = &h["objectAssignments"][0]["history"];
     assert_eq!(changes[0]["from"], "SUGGESTED", "{h}");
     assert_eq!(changes[0]["to"], "ACCEPTED", "{h}");
@@ -179,7 +178,10 @@ async fn an_empty_release_is_refused_and_every_run_names_who_ran_it(engine: Engi
         changes[0]["at"].as_str() < changes[1]["at"].as_str(),
         "oldest first: {h}"
     );
-    let h = app.anonymous().query(HISTORY, json!({"d": "o2"})).await;
+    let h = app
+        .anonymous()
+        .query(HISTORY, json!({"d": "o2", "p": v.p}))
+        .await;
     assert_eq!(
         h["objectAssignments"][0]["history"][0]["actor"],
         Value::Null,
