@@ -93,6 +93,15 @@ impl Db {
         self.recover(None)
     }
 
+    /// The open database, or `None` while it is being reopened; never waits
+    /// for a reopen (for reads on the runtime's threads).
+    pub(super) fn current(&self) -> Option<Arc<Database>> {
+        self.current
+            .try_read()
+            .ok()
+            .and_then(|slot| slot.as_ref().cloned())
+    }
+
     /// An identity for [`Db::recover`] that holds no reference.
     pub(super) fn id(db: &Arc<Database>) -> usize {
         Arc::as_ptr(db) as usize

@@ -41,9 +41,10 @@ pub(super) const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("row
 /// expires_at_ms (u64 BE) ++ row key -> nothing.
 pub(super) const EXPIRY: TableDefinition<&[u8], ()> = TableDefinition::new("expiry");
 
-/// The embedded store. Reads run on Tokio's blocking pool in their own read
-/// transactions; every write goes through the group-commit writer thread
-/// (`writer.rs`).
+/// The embedded store. Short reads (a page's worth of keys or rows) run on
+/// the calling task's thread, longer ones on Tokio's blocking pool, each in
+/// its own read transaction; every write goes through the group-commit
+/// writer thread (`writer.rs`).
 #[derive(Clone)]
 pub struct EmbeddedStore {
     inner: Arc<Inner>,
@@ -99,6 +100,10 @@ pub(super) fn now_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+/// The most keys or rows a read may ask for to run on the calling thread
+/// (see `EmbeddedStore::short`); larger reads go to the blocking pool.
+const SHORT_READ: usize = 2_000;
 
 /// The embedded store's default page cache (`--cache-bytes`).
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
@@ -164,6 +169,25 @@ impl EmbeddedStore {
         })
         .await
         .map_err(internal)?
+    }
+
+    /// Runs a short read on the calling thread: a read of at most
+    /// [`SHORT_READ`] keys or rows from redb's page cache (or the OS's) takes
+    /// microseconds, less than the hop to the blocking pool and back, which
+    /// cost the curator page a fifth of its CPU in the scheduler. A read that
+    /// meets an I/O error, or a store being reopened, goes the long way
+    /// ([`Self::blocking`]), which waits for the reopen off the runtime.
+    async fn short<T: Send + 'static>(
+        &self,
+        f: impl Fn(&Database) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        if let Some(db) = self.inner.db.current() {
+            match f(&db) {
+                Err(StoreError::Unavailable(_)) => {}
+                done => return done,
+            }
+        }
+        self.blocking(f).await
     }
 
     async fn write(&self, job: Job) -> Result<Reply, StoreError> {
@@ -268,7 +292,7 @@ impl Store for EmbeddedStore {
     async fn get(&self, table: &'static Table, k: &[Value]) -> Result<Option<Row>, StoreError> {
         check_key(table, k, true)?;
         let k = key::encode(table, k)?;
-        self.blocking(move |db| {
+        self.short(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let rows = txn.open_table(ROWS).map_err(db_err)?;
             read_live(&rows, table, &k, now_ms())
@@ -288,7 +312,7 @@ impl Store for EmbeddedStore {
                 key::encode(table, k)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        self.blocking(move |db| {
+        let read = move |db: &Database| {
             let txn = db.begin_read().map_err(db_err)?;
             let rows = txn.open_table(ROWS).map_err(db_err)?;
             let now = now_ms();
@@ -296,8 +320,12 @@ impl Store for EmbeddedStore {
                 .iter()
                 .map(|k| read_live(&rows, table, k, now))
                 .collect()
-        })
-        .await
+        };
+        if keys.len() <= SHORT_READ {
+            self.short(read).await
+        } else {
+            self.blocking(read).await
+        }
     }
 
     async fn slice(&self, table: &'static Table, s: &Slice) -> Result<Page, StoreError> {
@@ -307,8 +335,9 @@ impl Store for EmbeddedStore {
             .ok_or_else(|| StoreError::Internal("a slice read no page".into()))
     }
 
-    /// All slices in one read transaction on one blocking-pool thread: a
-    /// merged read of 32 buckets is one hop to the pool, not 32.
+    /// All slices in one read transaction: a merged read of 32 buckets is one
+    /// read, on this thread when the slices' limits add up to a short read,
+    /// else one hop to the blocking pool, not 32.
     async fn slice_many(
         &self,
         table: &'static Table,
@@ -319,17 +348,23 @@ impl Store for EmbeddedStore {
             .map(|s| SliceRange::of(table, s))
             .collect::<Result<Vec<_>, _>>()?;
         let fingerprints: Vec<u64> = ranges.iter().map(|r| r.fp).collect();
-        let read = self
-            .blocking(move |db| {
-                let txn = db.begin_read().map_err(db_err)?;
-                let rows = txn.open_table(ROWS).map_err(db_err)?;
-                let now = now_ms();
-                ranges
-                    .iter()
-                    .map(|r| r.read(&rows, table, now))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .await?;
+        let read = move |db: &Database| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let rows = txn.open_table(ROWS).map_err(db_err)?;
+            let now = now_ms();
+            ranges
+                .iter()
+                .map(|r| r.read(&rows, table, now))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        let rows = slices
+            .iter()
+            .fold(0usize, |n, s| n.saturating_add(s.limit.saturating_add(1)));
+        let read = if rows <= SHORT_READ {
+            self.short(read).await?
+        } else {
+            self.blocking(read).await?
+        };
         slices
             .iter()
             .zip(fingerprints)
