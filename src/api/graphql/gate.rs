@@ -83,7 +83,17 @@ pub struct Gate {
     /// stored 64 KiB documents could have held gigabytes; texts hold at most
     /// entries × `--max-query-bytes`, and a hit is parsed again (microseconds).
     persisted: Arc<Mutex<lru::LruCache<String, Arc<str>>>>,
+    /// Documents that passed [`check`], by their text: a page asked again
+    /// skips parsing and measuring (a clone costs a fraction of a parse).
+    /// Only texts up to [`PARSED_TEXT_BYTES`], at most [`PARSED_ENTRIES`] of
+    /// them: some 40 times the text each, that is at most about 20 MiB.
+    parsed: Arc<Mutex<lru::LruCache<String, ExecutableDocument>>>,
 }
+
+/// The longest query text whose parsed document the gate keeps.
+const PARSED_TEXT_BYTES: usize = 4 * 1024;
+/// How many parsed documents the gate keeps.
+const PARSED_ENTRIES: usize = 128;
 
 impl Gate {
     /// A gate holding documents to `bounds`, remembering up to `apq_entries`
@@ -93,6 +103,9 @@ impl Gate {
             bounds,
             persisted: Arc::new(Mutex::new(lru::LruCache::new(
                 NonZeroUsize::new(apq_entries).unwrap_or(NonZeroUsize::MIN),
+            ))),
+            parsed: Arc::new(Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(PARSED_ENTRIES).expect("not zero"),
             ))),
         }
     }
@@ -172,8 +185,23 @@ impl Gate {
         check_text(&request.query, self.bounds.max_query_bytes)?;
         let name = request.operation_name.clone();
         let name = name.as_deref();
+        let kept = self.parsed_document(&request.query);
+        let fresh = kept.is_none();
+        if let Some(doc) = kept {
+            request.set_parsed_query(doc);
+        }
+        let text =
+            (fresh && request.query.len() <= PARSED_TEXT_BYTES).then(|| request.query.clone());
         let doc = request.parsed_query()?;
-        check(doc, &self.bounds)?;
+        if fresh {
+            check(doc, &self.bounds)?;
+            if let Some(text) = text {
+                self.parsed
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .put(text, doc.clone());
+            }
+        }
         // Kept only once measured: a persisted document is one that passed.
         if let Some((hash, text)) = keep_as {
             self.persisted().put(hash, text);
@@ -232,6 +260,18 @@ impl Gate {
         }
         let text = Arc::from(request.query.as_str());
         Ok((request, Some((hash, text))))
+    }
+
+    /// A copy of the kept document parsed from `text`, if any.
+    fn parsed_document(&self, text: &str) -> Option<ExecutableDocument> {
+        if text.len() > PARSED_TEXT_BYTES {
+            return None;
+        }
+        self.parsed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(text)
+            .cloned()
     }
 
     fn persisted(&self) -> std::sync::MutexGuard<'_, lru::LruCache<String, Arc<str>>> {
