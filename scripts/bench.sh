@@ -2,7 +2,7 @@
 # The benchmark suite: every performance figure the project claims, each
 # beside its reference measured in the same run, as one markdown table.
 #
-#   scripts/bench.sh [embedded|cassandra|all] [--full] [--smoke]
+#   scripts/bench.sh [embedded|cassandra|peer|all] [--full] [--smoke]
 #
 # embedded   ingest (benches/ingest.rs), curator page over HTTP vs the direct
 #            plan (benches/curator_page.rs), first page at 100k vs 10k rows
@@ -16,6 +16,11 @@
 #            venv under target/) loading the same rows into objects_keywords
 #            on the same node. Uses KARTEI_BENCH_CASSANDRA=host:port, else
 #            starts scripts/cassandra.sh's node (and stops it again).
+# peer       kartei against PostGraphile 5 and 4.14 over a throwaway
+#            PostgreSQL 15 cluster, the same 20,000 assignments, the same
+#            page checked equal, one after the other (scripts/bench-peer.sh;
+#            npm packages pinned in scripts/peer/, installed under
+#            target/peer/). With KARTEI_BIN set, `peer` alone builds nothing.
 # --full     the 1M-row figures (long).
 # --smoke    tiny sizes on the debug profile: proves every part still runs
 #            (CI runs `scripts/bench.sh all --smoke`); its figures mean nothing.
@@ -27,10 +32,10 @@ cd "$(dirname "$0")/.."
 MODE=all FULL= SMOKE=
 for a in "$@"; do
   case "$a" in
-    embedded|cassandra|all) MODE=$a ;;
+    embedded|cassandra|peer|all) MODE=$a ;;
     --full) FULL=1 ;;
     --smoke) SMOKE=1 ;;
-    *) echo "usage: scripts/bench.sh [embedded|cassandra|all] [--full] [--smoke]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [embedded|cassandra|peer|all] [--full] [--smoke]" >&2; exit 2 ;;
   esac
 done
 
@@ -53,10 +58,15 @@ trap cleanup EXIT
 if [ -n "$SMOKE" ]; then
   PROFILE=(--profile dev)
   BIN=target/debug/kartei
-  cargo build --locked -q
 else
   PROFILE=()
   BIN=target/release/kartei
+fi
+if [ "$MODE" = peer ] && [ -n "${KARTEI_BIN:-}" ]; then
+  BIN=$KARTEI_BIN
+elif [ -n "$SMOKE" ]; then
+  cargo build --locked -q
+else
   cargo build --release --locked -q
 fi
 
@@ -187,10 +197,17 @@ bench_cassandra() {
   fi
 }
 
+bench_peer() {
+  echo "== peer"
+  KARTEI_BIN=$BIN run bash scripts/bench-peer.sh ${SMOKE:+--smoke}
+}
+
 case "$MODE" in
   embedded) bench_embedded ;;
   cassandra) bench_cassandra ;;
-  all) bench_embedded; bench_cassandra ;;
+  peer) bench_peer ;;
+  # The peers before Cassandra: a node the suite starts runs until it ends.
+  all) bench_embedded; bench_peer; bench_cassandra ;;
 esac
 
 echo

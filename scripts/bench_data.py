@@ -6,11 +6,16 @@
     bench_data.py assignments-csv N > objects_keywords.csv  # the same rows as objects_keywords columns, for cqlsh COPY
     bench_data.py suggestions N  > dewiki.ndjson       # N image suggestions, 5 per page
     bench_data.py suggestions-csv N DATASET > s.csv    # the same rows as suggestions columns, for cqlsh COPY
+    bench_data.py pg-categories 0 > categories.csv     # the vocabulary's categories, for PostgreSQL COPY (scripts/peer/schema.sql)
+    bench_data.py pg-keywords N > keywords.csv         # its N keywords
+    bench_data.py pg-assignments N [mix] > assignments.csv  # the N assignments as import-assignments --creator bench
+                                                       # stores them (all AUTOSUGGESTED), or with mixed_status's statuses
 
 The assignments use keywords k-00000 .. k-(K-1) with K = 2,000, so the
 vocabulary file must hold at least 2,000 keywords.
 """
 
+import csv
 import json
 import sys
 
@@ -29,13 +34,17 @@ def vocabulary(n):
         out.write(json.dumps({"type": "category", "id": c, "parentId": PORTAL,
                               "label": f"Bereich {i}"}) + "\n")
     for i in range(n):
-        label = f"{WORDS[i % len(WORDS)]} {WORDS[(i // 16) % len(WORDS)]} {i}"
-        out.write(json.dumps({
-            "type": "keyword", "id": f"k-{i:05}", "label": label,
-            "synonyms": [f"{WORDS[(i + 3) % len(WORDS)]}-{i}"],
-            "categoryIds": [CHILDREN[i % len(CHILDREN)]],
-            "createdAt": "2026-01-01T00:00:00Z",
-        }, ensure_ascii=False) + "\n")
+        out.write(json.dumps(keyword(i), ensure_ascii=False) + "\n")
+
+
+def keyword(i):
+    return {
+        "type": "keyword", "id": f"k-{i:05}",
+        "label": f"{WORDS[i % len(WORDS)]} {WORDS[(i // 16) % len(WORDS)]} {i}",
+        "synonyms": [f"{WORDS[(i + 3) % len(WORDS)]}-{i}"],
+        "categoryIds": [CHILDREN[i % len(CHILDREN)]],
+        "createdAt": "2026-01-01T00:00:00Z",
+    }
 
 
 def assignment(i):
@@ -66,6 +75,44 @@ def assignments_csv(n):
             "AUTOSUGGESTED", a["childCategoryId"], "MACHINE",
             "2026-12-03T00:00:00Z", "2026-12-03T00:00:00Z", str(a["confidence"]),
         ]) + "\n")
+
+
+# The same data for the peer bench's PostgreSQL (scripts/peer/schema.sql),
+# as CSV for COPY ... WITH (FORMAT csv).
+def pg_categories(_n):
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow([PORTAL, "", "Bench-Portal"])  # "" is NULL in COPY's CSV
+    for i, c in enumerate(CHILDREN):
+        w.writerow([c, PORTAL, f"Bereich {i}"])
+
+
+def pg_keywords(n):
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    for i in range(n):
+        k = keyword(i)
+        w.writerow([k["id"], k["label"], "{" + ",".join(f'"{s}"' for s in k["synonyms"]) + "}",
+                    k["categoryIds"][0], k["createdAt"]])
+
+
+# A curation under way: 60 % still AUTOSUGGESTED, 20 % ACCEPTED, 10 % each
+# REJECTED and PUBLISHED, spread over the id space (the peer bench's --mix).
+MIX = ["AUTOSUGGESTED"] * 6 + ["ACCEPTED"] * 2 + ["REJECTED", "PUBLISHED"]
+
+
+def mixed_status(i):
+    return MIX[(i * 7) % 10]
+
+
+def pg_assignments(n, mix=False):
+    # What `kartei import-assignments --creator bench` stores: type MACHINE,
+    # status AUTOSUGGESTED (README, "Assignments import format").
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    for i in range(n):
+        a = assignment(i)
+        w.writerow([a["portalId"], a["ddbId"], a["keywordId"], "bench",
+                    mixed_status(i) if mix else "AUTOSUGGESTED",
+                    a["childCategoryId"], "MACHINE", "2026-12-03T00:00:00Z",
+                    "2026-12-03T00:00:00Z", a["confidence"]])
 
 
 def suggestion(i):
@@ -102,6 +149,10 @@ if __name__ == "__main__":
     kind, n = sys.argv[1], int(sys.argv[2])
     if kind == "suggestions-csv":
         suggestions_csv(n, sys.argv[3])
+    elif kind == "pg-assignments":
+        pg_assignments(n, sys.argv[3:] == ["mix"])
     else:
         {"vocabulary": vocabulary, "assignments": assignments,
-         "assignments-csv": assignments_csv, "suggestions": suggestions}[kind](n)
+         "assignments-csv": assignments_csv, "suggestions": suggestions,
+         "pg-categories": pg_categories, "pg-keywords": pg_keywords,
+         "pg-assignments": pg_assignments}[kind](n)
