@@ -134,6 +134,12 @@ impl Table {
         self.key_len() + self.columns.len()
     }
 
+    /// Whether a row may carry a large value: a blob column (binary chunks,
+    /// derivatives). Reads of such tables never run on the runtime's threads.
+    pub fn has_blobs(&self) -> bool {
+        self.columns.iter().any(|c| c.ty == ColumnType::Blob)
+    }
+
     /// Every column in row order.
     pub fn all_columns(&self) -> impl Iterator<Item = &'static Column> + use<> {
         let t: &'static [Column] = self.partition_key;

@@ -102,7 +102,8 @@ pub(super) fn now_ms() -> u64 {
 }
 
 /// The most keys or rows a read may ask for to run on the calling thread
-/// (see `EmbeddedStore::short`); larger reads go to the blocking pool.
+/// (see `EmbeddedStore::short`); larger reads, and every read of a table
+/// with a blob column (a row may be a MiB chunk), go to the blocking pool.
 const SHORT_READ: usize = 2_000;
 
 /// The embedded store's default page cache (`--cache-bytes`).
@@ -292,12 +293,16 @@ impl Store for EmbeddedStore {
     async fn get(&self, table: &'static Table, k: &[Value]) -> Result<Option<Row>, StoreError> {
         check_key(table, k, true)?;
         let k = key::encode(table, k)?;
-        self.short(move |db| {
+        let read = move |db: &Database| {
             let txn = db.begin_read().map_err(db_err)?;
             let rows = txn.open_table(ROWS).map_err(db_err)?;
             read_live(&rows, table, &k, now_ms())
-        })
-        .await
+        };
+        if table.has_blobs() {
+            self.blocking(read).await
+        } else {
+            self.short(read).await
+        }
     }
 
     async fn get_many(
@@ -321,7 +326,7 @@ impl Store for EmbeddedStore {
                 .map(|k| read_live(&rows, table, k, now))
                 .collect()
         };
-        if keys.len() <= SHORT_READ {
+        if keys.len() <= SHORT_READ && !table.has_blobs() {
             self.short(read).await
         } else {
             self.blocking(read).await
@@ -360,7 +365,7 @@ impl Store for EmbeddedStore {
         let rows = slices
             .iter()
             .fold(0usize, |n, s| n.saturating_add(s.limit.saturating_add(1)));
-        let read = if rows <= SHORT_READ {
+        let read = if rows <= SHORT_READ && !table.has_blobs() {
             self.short(read).await?
         } else {
             self.blocking(read).await?
