@@ -35,16 +35,23 @@ struct ServeDefaults {
     args: ServeArgs,
 }
 
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_e` (the Rust binding
+/// names only some options).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
 fn main() -> ExitCode {
-    // Chunks of binaries pass through buffers of about 1 MiB. glibc raises its
-    // mmap threshold after the first free of such a buffer and then serves them
-    // from arenas that keep the memory; a fixed threshold hands it back at once
-    // (measured: +160 MiB resident during a 200 MB upload without, +50 with).
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // The allocator is mimalloc (src/lib.rs). Chunks of binaries pass through
+    // buffers of about 1 MiB and an image scaling decodes hundreds of MiB;
+    // mimalloc would keep freed memory for a second (its purge delay) and
+    // longer on a thread that then idles (measured with
+    // scripts/measure-memory.sh: 592 MiB still resident after the 8192x8192
+    // scaling, +97 MiB for a 200 MB upload). Purged at once: 113 MiB, +85 MiB.
     #[allow(unsafe_code)]
-    // SAFETY: mallopt only tunes the allocator; called before any thread starts.
+    // SAFETY: sets one of mimalloc's options (15 is `mi_option_purge_delay`
+    // in the mimalloc 3 that libmimalloc-sys 0.1.49 builds), which it reads
+    // atomically; called before any other thread starts.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0);
     }
     let cli = Cli::parse();
     // A server logs for its operators; a batch command says what it did in
