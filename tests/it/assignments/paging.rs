@@ -5,9 +5,11 @@ use std::collections::BTreeSet;
 
 use kartei::domains::assignments::model::AssignmentStatus;
 use kartei::domains::assignments::service::{Assignments, SuggestInput, Suggester};
+use kartei::domains::themes::model::KEYWORDS;
 use kartei::kernel::bounded;
 use kartei::store::DynStore;
-use serde_json::json;
+use kartei::store::{Mutation, Store};
+use serde_json::{Value, json};
 
 use super::principal;
 use crate::both_engines;
@@ -265,7 +267,48 @@ async fn a_page_of_assignments_costs_a_fixed_number_of_round_trips(engine: Engin
     }
 }
 
+/// Nothing answers from a cache of answers: a keyword label changed straight
+/// in the store (no service, no event) shows in the very next page, asked
+/// with the same text (whose parsed document the gate keeps) by the same
+/// anonymous caller.
+async fn the_next_page_reads_the_store_again(engine: Engine) {
+    let app = TestApp::on(engine).with_vocabulary().build().await;
+    let v = app.vocabulary();
+    app.as_contributor("carla")
+        .query(
+            super::SUGGEST,
+            super::suggestion(&v.p, "o-cache", &v.k1, &v.c1),
+        )
+        .await;
+    let page = "query($p: ID!) { assignments(portalId: $p, first: 50) { edges { node { ddbId keyword { id label } } } } }";
+    let anonymous = app.anonymous();
+    let label_of = |data: Value| {
+        data["assignments"]["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["node"]["ddbId"] == "o-cache")
+            .map(|e| e["node"]["keyword"]["label"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    let before = label_of(anonymous.query(page, json!({"p": v.p})).await);
+    let row = app
+        .store
+        .get(&KEYWORDS, &[kartei::store::Value::Text(v.k1.clone())])
+        .await
+        .unwrap()
+        .unwrap();
+    let changed = format!("{before} (straight into the store)");
+    app.store
+        .apply(vec![Mutation::upsert(row.set("label", changed.clone()))])
+        .await
+        .unwrap();
+    let after = label_of(anonymous.query(page, json!({"p": v.p})).await);
+    assert_eq!(after, changed);
+}
+
 both_engines!(
+    the_next_page_reads_the_store_again,
     paging_2000_assignments_returns_each_once_in_a_stable_order,
     a_page_of_assignments_costs_a_fixed_number_of_round_trips,
 );
