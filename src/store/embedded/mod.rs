@@ -38,6 +38,8 @@ use file::*;
 use range::*;
 
 pub(super) const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
+/// The rows tree as a read transaction opens it.
+type RowsTree = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 /// expires_at_ms (u64 BE) ++ row key -> nothing.
 pub(super) const EXPIRY: TableDefinition<&[u8], ()> = TableDefinition::new("expiry");
 
@@ -191,6 +193,27 @@ impl EmbeddedStore {
         self.blocking(f).await
     }
 
+    /// Runs `f` over the rows tree in one read transaction: on this thread
+    /// ([`Self::short`]) when it reads at most [`SHORT_READ`] keys or rows
+    /// (`size`) of a table without blobs, else on the blocking pool.
+    async fn read<T: Send + 'static>(
+        &self,
+        table: &'static Table,
+        size: usize,
+        f: impl Fn(&RowsTree, u64) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let run = move |db: &Database| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let rows = txn.open_table(ROWS).map_err(db_err)?;
+            f(&rows, now_ms())
+        };
+        if size <= SHORT_READ && !table.has_blobs() {
+            self.short(run).await
+        } else {
+            self.blocking(run).await
+        }
+    }
+
     async fn write(&self, job: Job) -> Result<Reply, StoreError> {
         match &self.inner.writer {
             Some(w) => w.send(job).await,
@@ -293,16 +316,8 @@ impl Store for EmbeddedStore {
     async fn get(&self, table: &'static Table, k: &[Value]) -> Result<Option<Row>, StoreError> {
         check_key(table, k, true)?;
         let k = key::encode(table, k)?;
-        let read = move |db: &Database| {
-            let txn = db.begin_read().map_err(db_err)?;
-            let rows = txn.open_table(ROWS).map_err(db_err)?;
-            read_live(&rows, table, &k, now_ms())
-        };
-        if table.has_blobs() {
-            self.blocking(read).await
-        } else {
-            self.short(read).await
-        }
+        self.read(table, 1, move |rows, now| read_live(rows, table, &k, now))
+            .await
     }
 
     async fn get_many(
@@ -317,20 +332,13 @@ impl Store for EmbeddedStore {
                 key::encode(table, k)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let read = move |db: &Database| {
-            let txn = db.begin_read().map_err(db_err)?;
-            let rows = txn.open_table(ROWS).map_err(db_err)?;
-            let now = now_ms();
+        self.read(table, encoded.len(), move |rows, now| {
             encoded
                 .iter()
-                .map(|k| read_live(&rows, table, k, now))
+                .map(|k| read_live(rows, table, k, now))
                 .collect()
-        };
-        if keys.len() <= SHORT_READ && !table.has_blobs() {
-            self.short(read).await
-        } else {
-            self.blocking(read).await
-        }
+        })
+        .await
     }
 
     async fn slice(&self, table: &'static Table, s: &Slice) -> Result<Page, StoreError> {
@@ -353,23 +361,17 @@ impl Store for EmbeddedStore {
             .map(|s| SliceRange::of(table, s))
             .collect::<Result<Vec<_>, _>>()?;
         let fingerprints: Vec<u64> = ranges.iter().map(|r| r.fp).collect();
-        let read = move |db: &Database| {
-            let txn = db.begin_read().map_err(db_err)?;
-            let rows = txn.open_table(ROWS).map_err(db_err)?;
-            let now = now_ms();
-            ranges
-                .iter()
-                .map(|r| r.read(&rows, table, now))
-                .collect::<Result<Vec<_>, _>>()
-        };
         let rows = slices
             .iter()
             .fold(0usize, |n, s| n.saturating_add(s.limit.saturating_add(1)));
-        let read = if rows <= SHORT_READ && !table.has_blobs() {
-            self.short(read).await?
-        } else {
-            self.blocking(read).await?
-        };
+        let read = self
+            .read(table, rows, move |tree, now| {
+                ranges
+                    .iter()
+                    .map(|r| r.read(tree, table, now))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await?;
         slices
             .iter()
             .zip(fingerprints)
