@@ -737,6 +737,9 @@ await step('every view at the four window sizes: no sideways scrolling of the pa
       check(overflow <= 1, `${path} at ${width} px is ${overflow} px wider than the window`);
       if (path.startsWith('/ui/object/')) {
         const status = page.locator('[data-testid=object-assignments] td .badge').first();
+        // The object's assignments arrive after the page's frame (a loaded CI
+        // machine took longer than the 200 ms above): wait for the first row.
+        await page.locator('[data-testid=object-assignments] td').first().waitFor({ timeout: 15000 }).catch(() => {});
         check(await status.isVisible(), `the object page hides the status column at ${width} px`);
       }
     }
