@@ -72,6 +72,10 @@ impl App {
             auth: Arc::new(auth),
             store,
             themes,
+            exports: crate::api::assignments_rest::Exports::new(
+                assignments.clone(),
+                limits.max_exports,
+            ),
             assignments,
             binaries,
             suggestions,

@@ -64,6 +64,7 @@ pub fn router_with(state: Arc<AppState>, more: Router<Arc<AppState>>) -> Router 
             state.binaries.config().max_bytes,
         ))
         .merge(crate::api::suggestions_rest::routes())
+        .merge(crate::api::assignments_rest::routes())
         .merge(more);
     let api = match cors(&state.edge) {
         Some(layer) => api.layer(layer),

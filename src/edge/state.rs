@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::FromRef;
 
+use crate::api::assignments_rest::Exports;
 use crate::api::schema::KarteiSchema;
 use crate::domains::assignments::service::Assignments;
 use crate::domains::binaries::service::Binaries;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub store: DynStore,
     pub themes: Themes,
     pub assignments: Assignments,
+    /// The assignment export and its places (`--max-exports`).
+    pub exports: Exports,
     pub binaries: Binaries,
     pub suggestions: Suggestions,
     pub crawl: Crawl,
@@ -44,6 +47,12 @@ pub struct AppState {
 impl FromRef<Arc<AppState>> for Suggestions {
     fn from_ref(app: &Arc<AppState>) -> Self {
         app.suggestions.clone()
+    }
+}
+
+impl FromRef<Arc<AppState>> for Exports {
+    fn from_ref(app: &Arc<AppState>) -> Self {
+        app.exports.clone()
     }
 }
 

@@ -73,6 +73,10 @@ pub struct Limits {
     /// whose answer grows past it is stopped with RESPONSE_TOO_LARGE.
     #[arg(long, env = "KARTEI_MAX_RESPONSE_BYTES", default_value_t = 16 << 20)]
     pub max_response_bytes: usize,
+    /// Exports (`GET /export/assignments`) streaming at once; one more is
+    /// refused with 429 TOO_MANY_EXPORTS.
+    #[arg(long, env = "KARTEI_MAX_EXPORTS", default_value_t = 4)]
+    pub max_exports: usize,
     #[command(flatten)]
     pub feed: FeedArgs,
     #[command(flatten)]
@@ -100,6 +104,7 @@ impl Default for Limits {
             max_subscriptions: 10_000,
             reserved_for_tokens: 25,
             max_response_bytes: 16 << 20,
+            max_exports: 4,
             feed: FeedArgs::default(),
             vocabulary: VocabularyLimits::default(),
         }

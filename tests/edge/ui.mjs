@@ -507,6 +507,31 @@ await step('page through a queue of 120 assignments (50, 50, 20)', async () => {
   return [page];
 });
 
+await step('export the filter shown as NDJSON and CSV (the server streams it)', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const expected = [...(await assignments(portal.id, 'SUGGESTED')), ...(await assignments(portal.id, 'AUTOSUGGESTED'))];
+  const saved = async (button) => {
+    const [download] = await Promise.all([page.waitForEvent('download'), page.locator(`[data-testid=${button}]`).click()]);
+    const path = await download.path();
+    return { name: download.suggestedFilename(), text: readFileSync(path, "utf8") };
+  };
+  const nd = await saved('export-ndjson');
+  const lines = nd.text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  check(nd.name.endsWith('.ndjson'), `the NDJSON file is named ${nd.name}`);
+  const key = (a) => `${a.ddbId}|${a.keywordId}|${a.creator}|${a.status}`;
+  check(
+    JSON.stringify(lines.map(key)) === JSON.stringify(expected.map(key)),
+    `the NDJSON export has ${lines.length} lines, the API lists ${expected.length} (or the order differs)`,
+  );
+  check(lines.every((l) => l.portalId === portal.id && l.childCategoryId && l.createdAt), 'an NDJSON line lacks the importer\'s columns');
+  const csv = await saved('export-csv');
+  const rows = csv.text.split('\r\n').filter(Boolean);
+  check(rows[0].startsWith('portalId,ddbId,keywordId,childCategoryId,confidence,creator,status'), `the CSV header is ${rows[0]}`);
+  check(rows.length === expected.length + 1, `the CSV has ${rows.length - 1} rows, expected ${expected.length}`);
+  return [page];
+});
+
 // ---------------------------------------------------------------- 4. bulk accept
 
 await step('bulk accept 10', async () => {
@@ -758,6 +783,7 @@ await step('a contributor does not see editor actions', async () => {
     check(n === 0, `${n} data-action=${action} button(s) for a contributor`);
   }
   check(!(await page.locator('a[href="/ui/release"]').count()), 'a contributor has a release nav link');
+  check(!(await page.locator('[data-testid=export-csv]').count()), 'a contributor is offered the export');
   await row(page, (await ddbsOf(page))[0]).locator('input[type=checkbox]').check();
   check(!(await page.locator('button[data-bulk=accept], button[data-bulk=reject]').count()), 'a contributor is offered bulk accept or reject');
   return [page];

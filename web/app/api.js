@@ -87,6 +87,44 @@ export async function gql(query, variables = {}, options = {}) {
 }
 
 /**
+ * Saves what a GET answers as a file (an export), sent with the stored
+ * token; rejects with the server's error as an ApiError. The browser holds
+ * the whole file before it is saved: for very large exports use the
+ * endpoint directly (README, "Export").
+ * @param {string} path with its query string
+ * @param {string} accept
+ * @returns {Promise<number>} the bytes saved
+ */
+export async function download(path, accept) {
+  const bearer = token();
+  /** @type {Record<string, string>} */
+  const headers = { accept };
+  if (bearer) headers.authorization = `Bearer ${bearer}`;
+  let response;
+  try {
+    response = await fetch(path, { headers });
+  } catch (e) {
+    throw new ApiError(e instanceof Error ? e.message : String(e), 'NETWORK');
+  }
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    const error = (body.errors && body.errors[0]) || {};
+    throw new ApiError(error.message || `HTTP ${response.status}`, (error.extensions && error.extensions.code) || 'UNAVAILABLE');
+  }
+  const blob = await response.blob();
+  const name = /filename="([^"]+)"/.exec(response.headers.get('content-disposition') || '');
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = name ? name[1] : 'export';
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  return blob.size;
+}
+
+/**
  * Runs `fn` at most once per `ms` of quiet: the last call wins.
  * @template {any[]} A
  * @param {(...args: A) => void} fn

@@ -9,7 +9,7 @@
  * curator's change first shows as a conflict with the current status; nothing
  * the curator selected is lost.
  */
-import { gql } from './api.js';
+import { download, gql } from './api.js';
 import { errorText, fill, h, srOnly } from './dom.js';
 import { formatAge, formatDate, formatNumber, statusLabel, t } from './i18n.js';
 import { categoryTree, defaultPortal, keywordSearch, portalPicker, portals } from './tree.js';
@@ -192,8 +192,31 @@ export async function view(root, ctx) {
           h('button', { type: 'button', class: 'link', onclick: () => go({ keyword: '' }), 'aria-label': t('clearFilter') }, '×'),
         )
       : null,
+    ctx.can('editor') ? exportButtons() : null,
     liveState,
   );
+  /** The current filter as a file, by the server's export (editors). */
+  function exportButtons() {
+    /** @param {'csv' | 'ndjson'} format */
+    const save = async (format) => {
+      const q = new URLSearchParams({ portalId, status: statuses.join(','), format });
+      if (creator) q.set('creator', creator);
+      if (keywordId) q.set('keywordId', keywordId);
+      try {
+        await download(`/export/assignments?${q}`, format === 'csv' ? 'text/csv' : 'application/x-ndjson');
+        ctx.toast(t('exported'));
+      } catch (e) {
+        ctx.toast(errorText(e), 'error');
+      }
+    };
+    return h(
+      'div',
+      { class: 'field export', role: 'group', 'aria-label': t('exportFilter') },
+      h('span', { class: 'label' }, t('export')),
+      h('button', { type: 'button', 'data-testid': 'export-csv', onclick: () => save('csv') }, 'CSV'),
+      h('button', { type: 'button', 'data-testid': 'export-ndjson', onclick: () => save('ndjson') }, 'NDJSON'),
+    );
+  }
   const portalLabel = (all.find((p) => p.id === portalId) || { label: portalId }).label;
   fill(
     root,

@@ -6,6 +6,9 @@
 //! insertion that never overwrites (`Assignments::suggest_many`). An
 //! assignment that exists already is counted, not an error, so the same file
 //! can be imported again, and a killed import can be run again to the same end.
+//! The columns an export adds (`creator`, `status`, `assignmentType`,
+//! `createdAt`, `modifiedAt`) are read and passed over, so an exported NDJSON
+//! file imports again as new suggestions by `--creator`.
 
 use std::io::BufRead;
 use std::time::{Duration, Instant};
@@ -26,6 +29,19 @@ struct Line {
     child_category_id: String,
     #[serde(default)]
     confidence: Option<f64>,
+    // The columns an export (`GET /export/assignments`) adds: read and
+    // passed over, so that an exported file imports again. An imported line
+    // is always a new suggestion by `--creator`, whatever its status was.
+    #[serde(default, rename = "creator")]
+    _creator: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "status")]
+    _status: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "assignmentType")]
+    _assignment_type: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "createdAt")]
+    _created_at: Option<serde::de::IgnoredAny>,
+    #[serde(default, rename = "modifiedAt")]
+    _modified_at: Option<serde::de::IgnoredAny>,
 }
 
 /// One line as a suggestion, or why not (the rules of `suggestAssignment`

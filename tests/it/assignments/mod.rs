@@ -5,6 +5,7 @@
 
 mod concurrency;
 mod crashes;
+mod export;
 mod import;
 mod paging;
 mod roles;

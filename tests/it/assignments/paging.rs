@@ -105,7 +105,7 @@ async fn many(store: &DynStore, v: &Vocabulary) -> Vec<(String, String, String, 
         .collect()
 }
 
-async fn page_all(
+pub(super) async fn page_all(
     app: &TestServer,
     portal: &str,
     status: Option<&str>,

@@ -22,6 +22,7 @@
 //!    (`events`).
 
 mod reads;
+pub use reads::ExportFilter;
 mod release;
 mod transition;
 
@@ -43,6 +44,8 @@ pub const MAX_KEYS: usize = 500;
 pub const MAX_ACK: usize = 1_000;
 /// Assignments of one object listed by `objectAssignments`.
 pub const MAX_PER_OBJECT: usize = 1_000;
+/// Rows per page of an export (`Assignments::export`).
+pub const EXPORT_PAGE: usize = 1_000;
 /// Creators listed by `creators`.
 pub const MAX_CREATORS: usize = 1_000;
 /// Concurrent writes inside one bulk request.

@@ -2,6 +2,65 @@
 
 use super::*;
 
+/// The query table that holds a portal's assignments with `status` and by
+/// `creator` (either, both or neither) in key order, and the clustering prefix
+/// that selects them.
+fn filtered(
+    status: Option<AssignmentStatus>,
+    creator: Option<&str>,
+) -> (&'static crate::store::Table, Vec<Value>) {
+    match (status, creator) {
+        (None, None) => (&OBJECTS_KEYWORDS, vec![]),
+        (Some(s), None) => (&OBJECTS_KEYWORDS_STATUS, vec![s.as_str().into()]),
+        (None, Some(c)) => (&OBJECTS_KEYWORDS_CREATOR, vec![c.into()]),
+        (Some(s), Some(c)) => (
+            &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
+            vec![s.as_str().into(), c.into()],
+        ),
+    }
+}
+
+/// What an export reads: a portal's assignments, of some statuses (none:
+/// all), of one creator, of one keyword.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ExportFilter {
+    pub portal_id: String,
+    pub statuses: Vec<AssignmentStatus>,
+    pub creator: Option<String>,
+    pub keyword_id: Option<String>,
+}
+
+impl ExportFilter {
+    fn keeps(&self, a: &Assignment) -> bool {
+        (self.statuses.is_empty() || self.statuses.contains(&a.status))
+            && self.creator.as_ref().is_none_or(|c| *c == a.key.creator)
+            && self.keyword_id.as_ref().is_none_or(|k| *k == a.key.keyword_id)
+    }
+}
+
+/// The pages of the buckets of `base` in `table` under `prefix`, merged in
+/// key order, `EXPORT_PAGE` rows each, each read when the stream asks.
+fn pages_of(
+    store: DynStore,
+    table: &'static crate::store::Table,
+    base: String,
+    prefix: Vec<Value>,
+) -> impl futures::Stream<Item = ApiResult<Vec<Assignment>>> + Send + 'static {
+    let partitions = all_buckets(&[base.into()]);
+    let template = Slice::partition(vec![]).prefix(prefix).limit(EXPORT_PAGE);
+    futures::stream::try_unfold(Some(None), move |next: Option<Option<Cursor>>| {
+        let (store, partitions, slice) = (store.clone(), partitions.clone(), template.clone());
+        async move {
+            let Some(after) = next else {
+                return Ok(None);
+            };
+            let page = merged_slice(&*store, table, &partitions, &slice.after(after)).await?;
+            let rows = page.rows.iter().filter_map(Assignment::from_row).collect();
+            Ok(Some((rows, page.next.map(Some))))
+        }
+    })
+}
+
 impl Assignments {
     /// One assignment by its key.
     pub async fn get(&self, key: &AssignmentKey) -> ApiResult<Option<Assignment>> {
@@ -38,16 +97,60 @@ impl Assignments {
         first: usize,
         after: Option<Cursor>,
     ) -> ApiResult<AssignmentPage> {
-        let (table, prefix): (_, Vec<Value>) = match (status, creator) {
-            (None, None) => (&OBJECTS_KEYWORDS, vec![]),
-            (Some(s), None) => (&OBJECTS_KEYWORDS_STATUS, vec![s.as_str().into()]),
-            (None, Some(c)) => (&OBJECTS_KEYWORDS_CREATOR, vec![c.into()]),
-            (Some(s), Some(c)) => (
-                &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
-                vec![s.as_str().into(), c.into()],
-            ),
-        };
+        let (table, prefix) = filtered(status, creator);
         self.merged(table, portal_id, prefix, first, after).await
+    }
+
+    /// The assignments of `filter`, as a stream of pages of `EXPORT_PAGE`
+    /// read one after another as the stream is polled (an export holds one
+    /// page at a time): each status's in `list`'s order, one status after
+    /// another; with a keyword, in `of_keyword`'s order. A portal that is
+    /// not one is refused before anything is read.
+    ///
+    /// Not a snapshot: an assignment whose status changes while the stream
+    /// runs may be missed or come twice when the stream is by status.
+    pub async fn export(
+        &self,
+        filter: ExportFilter,
+    ) -> ApiResult<impl futures::Stream<Item = ApiResult<Vec<Assignment>>> + Send + 'static> {
+        use futures::{StreamExt, TryStreamExt};
+        let portal = filter.portal_id.as_str();
+        match self.themes.category(portal).await? {
+            Some(c) if c.parent_id.is_none() => {}
+            Some(_) => {
+                return Err(ApiError::bad_input(format!(
+                    "{portal:?} is a category inside a portal, not a portal"
+                )));
+            }
+            None => return Err(ApiError::NotFound(format!("portal {portal:?}"))),
+        }
+        let creator = filter.creator.as_deref();
+        let parts: Vec<(&'static crate::store::Table, String, Vec<Value>)> = match &filter.keyword_id {
+            Some(k) => vec![(&OBJECTS_KEYWORDS_KEYWORD, k.clone(), vec![portal.into()])],
+            None if filter.statuses.is_empty() => {
+                let (table, prefix) = filtered(None, creator);
+                vec![(table, portal.to_owned(), prefix)]
+            }
+            None => filter
+                .statuses
+                .iter()
+                .map(|s| {
+                    let (table, prefix) = filtered(Some(*s), creator);
+                    (table, portal.to_owned(), prefix)
+                })
+                .collect(),
+        };
+        let store = self.store.clone();
+        let pages = futures::stream::iter(parts)
+            .map(move |(table, base, prefix)| pages_of(store.clone(), table, base, prefix))
+            .flatten()
+            .map_ok(move |rows| {
+                rows.into_iter()
+                    .filter(|a| filter.keeps(a))
+                    .collect::<Vec<_>>()
+            })
+            .try_filter(|rows| std::future::ready(!rows.is_empty()));
+        Ok(pages)
     }
 
     /// One page of the buckets of `base` in `table`, merged in key order.
