@@ -459,35 +459,31 @@ impl AssignmentsMutation {
                 to,
             )
             .await?;
-        Ok(results
-            .into_iter()
-            .map(|(key, r)| match r {
-                Ok(a) => Metered(TransitionResult {
-                    key: key.into(),
-                    applied: true,
-                    assignment: Some(Assignment::metered(a)),
-                    error: None,
-                }),
-                Err(e) => {
-                    let current_status = match &e {
-                        crate::kernel::error::ApiError::Conflict { current, .. } => {
-                            current.as_deref().and_then(AssignmentStatus::parse)
-                        }
-                        _ => None,
-                    };
-                    Metered(TransitionResult {
-                        key: key.into(),
-                        applied: false,
-                        assignment: None,
-                        error: Some(TransitionError {
-                            code: e.code().into(),
-                            message: e.message(),
-                            current_status,
-                        }),
-                    })
-                }
-            })
-            .collect())
+        Ok(transition_results(results))
+    }
+
+    /// Takes back the caller's own latest change of each assignment, made
+    /// in the last 10 minutes, while it is still `expected` as that change
+    /// left it: back to the status before, recorded in its history. Accept,
+    /// reject, a deletion proposal, delete and keep can each be undone so.
+    /// INVALID_TRANSITION when the latest change is another's, too old, or
+    /// not a change; CONFLICT when the assignment moved on. One result per
+    /// key.
+    #[graphql(complexity = "cost::per_argument_item(keys.len(), 1, child_complexity)")]
+    async fn undo_transitions(
+        &self,
+        ctx: &Context<'_>,
+        keys: Vec<AssignmentKeyValue>,
+        expected: AssignmentStatus,
+    ) -> Result<Vec<Metered<TransitionResult>>> {
+        let results = assignments(ctx)
+            .undo_many(
+                caller(ctx),
+                keys.into_iter().map(Into::into).collect(),
+                expected,
+            )
+            .await?;
+        Ok(transition_results(results))
     }
 
     /// Publishes the portal's ACCEPTED assignments and queues their objects for
@@ -506,4 +502,39 @@ impl AssignmentsMutation {
             .acknowledge(caller(ctx), ddb_ids.into_iter().map(|i| i.0).collect())
             .await?)
     }
+}
+
+/// One GraphQL result per key of a bulk change (applied, or why not).
+fn transition_results(
+    results: Vec<(AssignmentKey, crate::kernel::error::ApiResult<crate::domains::assignments::model::Assignment>)>,
+) -> Vec<Metered<TransitionResult>> {
+    results
+        .into_iter()
+        .map(|(key, r)| match r {
+            Ok(a) => Metered(TransitionResult {
+                key: key.into(),
+                applied: true,
+                assignment: Some(Assignment::metered(a)),
+                error: None,
+            }),
+            Err(e) => {
+                let current_status = match &e {
+                    crate::kernel::error::ApiError::Conflict { current, .. } => {
+                        current.as_deref().and_then(AssignmentStatus::parse)
+                    }
+                    _ => None,
+                };
+                Metered(TransitionResult {
+                    key: key.into(),
+                    applied: false,
+                    assignment: None,
+                    error: Some(TransitionError {
+                        code: e.code().into(),
+                        message: e.message(),
+                        current_status,
+                    }),
+                })
+            }
+        })
+        .collect()
 }

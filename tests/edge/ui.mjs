@@ -553,6 +553,32 @@ await step('bulk accept 10', async () => {
   return [page];
 });
 
+await step('undo a bulk accept and a reject: the rows are back as they were (the server\'s undo)', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const ddbs = (await ddbsOf(page)).slice(0, 2);
+  const before = new Map();
+  for (const ddb of ddbs) before.set(ddb, await row(page, ddb).getAttribute('data-status'));
+  const statusOf = async (ddb) => {
+    const all = [...(await assignments(portal.id, 'SUGGESTED')), ...(await assignments(portal.id, 'AUTOSUGGESTED')), ...(await assignments(portal.id, 'ACCEPTED')), ...(await assignments(portal.id, 'REJECTED'))];
+    return all.filter((a) => a.ddbId === ddb).map((a) => a.status).join();
+  };
+  for (const ddb of ddbs) await row(page, ddb).locator('input[type=checkbox]').check();
+  await page.locator('button[data-bulk=accept]').click();
+  for (const ddb of ddbs) await waitRow(page, ddb, 'ACCEPTED', 'ok', 'the accept');
+  await page.locator('button[data-testid=undo]').click();
+  for (const ddb of ddbs) await waitRow(page, ddb, before.get(ddb), 'ok', 'the undo of the accept');
+  for (const ddb of ddbs) check((await statusOf(ddb)) === before.get(ddb), `after the undo the server has ${ddb} ${await statusOf(ddb)}, not ${before.get(ddb)}`);
+  // A reject by keyboard, undone by keyboard.
+  await row(page, ddbs[0]).focus();
+  await page.keyboard.press('r');
+  await waitRow(page, ddbs[0], 'REJECTED', 'ok', 'the reject');
+  await page.keyboard.press('u');
+  await waitRow(page, ddbs[0], before.get(ddbs[0]), 'ok', 'the undo of the reject');
+  check((await statusOf(ddbs[0])) === before.get(ddbs[0]), `after the second undo the server has ${ddbs[0]} ${await statusOf(ddbs[0])}`);
+  return [page];
+});
+
 await step('a selection of mixed statuses offers each action on the rows it applies to', async () => {
   const page = await open(editor, queuePath);
   await rowsShown(page);

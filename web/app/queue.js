@@ -5,7 +5,7 @@
  * filtered by creator or keyword, paged with the API's Relay cursors (never
  * offsets). Accept, reject or propose deletion one row or many at once (one
  * `transitionAssignments` call, a result per row), from the keyboard too, and
- * undo the last action where the workflow allows the way back. Another
+ * undo the last action for ten minutes (the server's `undoTransitions`). Another
  * curator's change first shows as a conflict with the current status; nothing
  * the curator selected is lost.
  */
@@ -13,7 +13,7 @@ import { download, gql } from './api.js';
 import { errorText, fill, h, srOnly } from './dom.js';
 import { formatAge, formatDate, formatNumber, statusLabel, t } from './i18n.js';
 import { categoryTree, defaultPortal, keywordSearch, portalPicker, portals } from './tree.js';
-import { ACTIONS, NODE, allowed, keyOf, transition } from './workflow.js';
+import { ACTIONS, NODE, UNDO_MS, allowed, keyOf, transition, undoChanges } from './workflow.js';
 import { subscribe } from './live.js';
 
 const PAGE = 50;
@@ -139,7 +139,7 @@ export async function view(root, ctx) {
   let next = {};
   let hasNext = false;
   let current = 0;
-  /** @type {{ to: string, from: Map<string, string>, rows: Row[] } | null} the last action, with each row's status before */
+  /** @type {{ to: string, at: number, rows: Row[] } | null} the last action: its status, when, the rows it moved */
   let last = null;
   /** @type {Map<string, string>} who changed a row lately (live events) */
   const changedBy = new Map();
@@ -374,9 +374,8 @@ export async function view(root, ctx) {
     thumbnails();
   };
 
-  /** Whether the last action can be taken back: the workflow allows each row's way back. */
-  const canUndo = () =>
-    !!last && last.rows.length > 0 && last.rows.every((/** @type {Row} */ r) => !!last && allowed(last.to, last.from.get(keyOf(r)) || '', ctx.can));
+  /** Whether the last action can still be taken back (the server's undo window). */
+  const canUndo = () => !!last && last.rows.length > 0 && Date.now() - last.at < UNDO_MS;
 
   const drawBulk = () => {
     const chosen = rows.filter((r) => selection.has(keyOf(r)));
@@ -418,10 +417,6 @@ export async function view(root, ctx) {
    * @param {Row[]} chosen @param {string} to */
   const act = async (chosen, to) => {
     if (!chosen.length) return;
-    // Each row's status before, taken now: with live updates on, the echo
-    // of this very change can reach the rows before its answer does.
-    /** @type {Map<string, string>} */
-    const from = new Map(chosen.map((r) => [keyOf(r), r.status]));
     /** @type {Map<string, any>} */
     let results;
     try {
@@ -453,7 +448,7 @@ export async function view(root, ctx) {
       }
     }
     saveSelection();
-    last = chosen.every((r) => r.status === to) || moved.length ? { to, from, rows: moved } : null;
+    last = moved.length ? { to, at: Date.now(), rows: moved } : null;
     draw();
     ctx.toast(t('results', { ok, failed: chosen.length - ok }), ok === chosen.length ? 'ok' : 'error');
     if (chosen.length === 1 && focusAt >= 0) focusRow(focusAt);
@@ -461,16 +456,12 @@ export async function view(root, ctx) {
 
   const undo = async () => {
     if (!last) return;
-    const { to, from, rows: moved } = last;
+    const { to, rows: moved } = last;
     last = null;
-    // Back to each row's own status before, one call per status.
-    const back = [...new Set(from.values())];
-    const results = new Map();
+    // The server takes each row back to its own status before.
+    let results = new Map();
     try {
-      for (const status of back) {
-        const group = moved.filter((/** @type {Row} */ r) => from.get(keyOf(r)) === status);
-        if (group.length) for (const [k, v] of await transition(group, status)) results.set(k, v);
-      }
+      results = await undoChanges(moved, to);
     } catch (e) {
       ctx.toast(errorText(e), 'error');
     }

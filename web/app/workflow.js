@@ -1,8 +1,9 @@
 // @ts-check
 /**
  * The assignment workflow as DESIGN.md gives it (the server enforces it; the
- * UI only offers what it would allow), and the one way the UI changes
- * statuses: `transitionAssignments`, one call per current status.
+ * UI only offers what it would allow), and the ways the UI changes
+ * statuses: `transitionAssignments`, one call per current status, and
+ * `undoTransitions`, which takes the caller's own latest change back.
  */
 import { gql } from './api.js';
 
@@ -77,5 +78,34 @@ export async function transition(rows, to) {
       for (const r of data.transitionAssignments) results.set(keyOf(r.key), r);
     }),
   );
+  return results;
+}
+
+/** How long after an action the server lets its maker undo it. */
+export const UNDO_MS = 10 * 60 * 1000;
+
+/**
+ * Takes back the caller's latest change of every row in `rows`, each now
+ * `expected` as that change left it (`undoTransitions`). Resolves with one
+ * result per row key, as `transition` does.
+ * @param {{ portalId: string, ddbId: string, keywordId: string, creator: string }[]} rows
+ * @param {string} expected
+ * @returns {Promise<Map<string, { applied: boolean, assignment: any, error: { code: string, message: string, currentStatus: string | null } | null }>>}
+ */
+export async function undoChanges(rows, expected) {
+  const keys = rows.map((r) => ({ portalId: r.portalId, ddbId: r.ddbId, keywordId: r.keywordId, creator: r.creator }));
+  const data = await gql(
+    `mutation Undo($expected: AssignmentStatus!, $keys: [AssignmentKeyInput!]!) {
+      undoTransitions(expected: $expected, keys: $keys) {
+        applied
+        key { portalId ddbId keywordId creator }
+        assignment { ${NODE} }
+        error { code message currentStatus }
+      }
+    }`,
+    { expected, keys },
+  );
+  const results = new Map();
+  for (const r of data.undoTransitions) results.set(keyOf(r.key), r);
   return results;
 }

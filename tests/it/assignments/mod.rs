@@ -10,6 +10,7 @@ mod import;
 mod paging;
 mod roles;
 mod suggesting;
+mod undo;
 mod workflow;
 
 use std::collections::BTreeSet;

@@ -46,6 +46,8 @@ pub const MAX_ACK: usize = 1_000;
 pub const MAX_PER_OBJECT: usize = 1_000;
 /// Rows per page of an export (`Assignments::export`).
 pub const EXPORT_PAGE: usize = 1_000;
+/// How long after a change its maker may undo it (`undo_many`).
+pub const UNDO_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
 /// Creators listed by `creators`.
 pub const MAX_CREATORS: usize = 1_000;
 /// Concurrent writes inside one bulk request.

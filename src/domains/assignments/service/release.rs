@@ -135,6 +135,7 @@ impl Assignments {
                     AssignmentStatus::Accepted,
                     AssignmentStatus::Published,
                     Feed::Silent,
+                    None,
                 )
                 .await
             })

@@ -13,7 +13,7 @@ impl Assignments {
     ) -> ApiResult<Assignment> {
         check_transition(who, expected, to)?;
         check_key(key)?;
-        self.change_status(key, expected, to, Feed::By(who.sub.as_deref()))
+        self.change_status(key, expected, to, Feed::By(who.sub.as_deref()), None)
             .await
     }
 
@@ -34,7 +34,7 @@ impl Assignments {
         let feed = Feed::By(who.sub.as_deref());
         let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
             let r = match check_key(&k) {
-                Ok(()) => self.change_status(&k, expected, to, feed).await,
+                Ok(()) => self.change_status(&k, expected, to, feed, None).await,
                 Err(e) => Err(e),
             };
             (k, r)
@@ -43,14 +43,99 @@ impl Assignments {
         Ok(results)
     }
 
+    /// Takes back the caller's own latest change of each key, made within
+    /// [`UNDO_WINDOW`], if the assignment is still `expected` as that change
+    /// left it: a compare-and-set back to the status before, recorded in the
+    /// history and on the change feed like any change. One result per key,
+    /// in the order given.
+    pub async fn undo_many(
+        &self,
+        who: &Principal,
+        keys: Vec<AssignmentKey>,
+        expected: AssignmentStatus,
+    ) -> ApiResult<Vec<(AssignmentKey, ApiResult<Assignment>)>> {
+        if who.sub.is_none() {
+            return Err(ApiError::Unauthenticated);
+        }
+        if keys.len() > MAX_KEYS {
+            return Err(ApiError::bad_input(format!(
+                "at most {MAX_KEYS} keys per call"
+            )));
+        }
+        let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
+            let r = match check_key(&k) {
+                Ok(()) => self.undo(who, &k, expected).await,
+                Err(e) => Err(e),
+            };
+            (k, r)
+        })
+        .await;
+        Ok(results)
+    }
+
+    async fn undo(
+        &self,
+        who: &Principal,
+        key: &AssignmentKey,
+        expected: AssignmentStatus,
+    ) -> ApiResult<Assignment> {
+        let actor = who.sub.as_deref().ok_or(ApiError::Unauthenticated)?;
+        let Some(current) = self.get(key).await? else {
+            return Err(ApiError::NotFound("assignment".into()));
+        };
+        if current.status != expected {
+            return Err(conflict(
+                &current,
+                &format!("the assignment was not {}", expected.as_str()),
+            ));
+        }
+        let latest = self.history(key).await?.pop();
+        let Some(change) = latest.filter(|c| c.to == expected && c.at == current.modified_at) else {
+            return Err(ApiError::InvalidTransition(format!(
+                "no change made this assignment {}: only a change can be undone (make the opposite change instead)",
+                expected.as_str()
+            )));
+        };
+        if change.actor.as_deref() != Some(actor) {
+            return Err(ApiError::InvalidTransition(
+                "only who made a change can undo it; make the opposite change instead".into(),
+            ));
+        }
+        let made = time::OffsetDateTime::parse(
+            &change.at,
+            &time::format_description::well_known::Rfc3339,
+        )
+        .map_err(|_| ApiError::Internal)?;
+        if self.clock.now() - made > UNDO_WINDOW {
+            return Err(ApiError::InvalidTransition(format!(
+                "a change can be undone for {} minutes after it was made; make the opposite change instead",
+                UNDO_WINDOW.as_secs() / 60
+            )));
+        }
+        // Only a change the caller may still make.
+        check_transition(who, change.from, expected)?;
+        self.change_status(
+            key,
+            expected,
+            change.from,
+            Feed::By(Some(actor)),
+            Some(&change.at),
+        )
+        .await
+    }
+
     /// Moves `key` from `expected` to `to`; `feed` says whether the change
     /// is reported on the change feed (with its own event) and as whose.
+    /// `undoing`: the change being taken back (its time, which the
+    /// assignment must still carry); its ddb id is queued when either status
+    /// is one the search index sees.
     pub(super) async fn change_status(
         &self,
         key: &AssignmentKey,
         expected: AssignmentStatus,
         to: AssignmentStatus,
         feed: Feed<'_>,
+        undoing: Option<&str>,
     ) -> ApiResult<Assignment> {
         // To the nanosecond: this proposal's own value, so that a
         // compare-and-set of unknown outcome is settled by a serial read
@@ -72,8 +157,7 @@ impl Assignments {
         }
         // A change the search index must see queues its ddb id with its
         // query rows, so that only a change that applied is queued.
-        let queued = to
-            .reindexes()
+        let queued = (to.reindexes() || (undoing.is_some() && expected.reindexes()))
             .then(|| queue_row(&key.ddb_id, &self.clock.rfc3339()));
         // The change in the assignment's history, with its query rows.
         let changed = StatusChange {
@@ -100,13 +184,17 @@ impl Assignments {
             Some(i) => self.events.with_event(views_of(extra), i),
             None => views_of(extra),
         };
+        let mut condition = vec![("status", Some(expected.as_str().into()))];
+        if let Some(at) = undoing {
+            condition.push(("modified_at", Some(at.into())));
+        }
         let began = self.events.now_ms();
         let outcome = self
             .store
             .cas_then(
                 Cas {
                     row,
-                    condition: Condition::Equals(vec![("status", Some(expected.as_str().into()))]),
+                    condition: Condition::Equals(condition),
                     ttl: None,
                 },
                 then,
