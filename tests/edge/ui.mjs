@@ -504,7 +504,24 @@ await step('page through a queue of 120 assignments (50, 50, 20)', async () => {
   check(await page.locator('[data-testid=next-page]').isDisabled(), 'the next-page button is enabled on the last page');
   const ddbs = seen.map((k) => k.split('\u001f')[1]);
   check(JSON.stringify(ddbs) === JSON.stringify([...seeded.keys()]), 'the pages do not show obj-001..obj-120 in key order');
-  return [page];
+  // The page is in the address: a reload (or a shared link) opens page 3 again.
+  const url = new URL(page.url());
+  check(url.searchParams.get('page') === '3' && url.searchParams.get('at'), `the address does not name page 3: ${page.url()}`);
+  const third = seen.slice(100);
+  const again = await open(editor, `${url.pathname}${url.search}`);
+  await rowsShown(again);
+  check((await again.locator('[data-testid=page-no]').innerText()).trim() === '3', `a link to page 3 opens another page (${again.url()})`);
+  const shown = await again.locator(ROWS).evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-key')));
+  check(JSON.stringify(shown) === JSON.stringify(third), 'a link to page 3 shows other rows than page 3 did');
+  await again.getByRole('button', { name: /Erste Seite|First page/ }).click();
+  await again.waitForFunction(() => document.querySelector('[data-testid=page-no]')?.textContent.trim() === '1');
+  check(!new URL(again.url()).searchParams.get('page'), `the first page keeps a page number in the address: ${again.url()}`);
+  // A link whose cursor the server does not know opens the first page.
+  const bogus = Buffer.from(JSON.stringify({ SUGGESTED: 'bogus', AUTOSUGGESTED: null })).toString('base64');
+  const forged = await open(editor, `${url.pathname}?portal=${encodeURIComponent(portal.id)}&page=2&at=${encodeURIComponent(bogus)}`);
+  await rowsShown(forged);
+  check((await forged.locator('[data-testid=page-no]').innerText()).trim() === '1', 'a link with a cursor the server refuses does not open the first page');
+  return [page, again, forged];
 });
 
 await step('export the filter shown as NDJSON and CSV (the server streams it)', async () => {

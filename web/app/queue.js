@@ -90,6 +90,7 @@ export async function view(root, ctx) {
   localStorage.setItem('kartei.portal', portalId);
   /** @param {Record<string, string>} change */
   const go = (change) => {
+    // A change of filter starts at the first page (no `page`, `at`).
     const next = new URLSearchParams({ portal: portalId, status, creator, keyword: keywordId, ...change });
     for (const [k, v] of [...next]) if (!v) next.delete(k);
     ctx.navigate(`/ui/queue?${next}`);
@@ -366,7 +367,8 @@ export async function view(root, ctx) {
     fill(
       pager,
       h('button', { type: 'button', disabled: current === 0, onclick: () => load(0) }, t('firstPage')),
-      h('button', { type: 'button', disabled: current === 0, onclick: () => load(current - 1) }, t('prevPage')),
+      // A page opened from a link knows no page before it: only the first.
+      h('button', { type: 'button', disabled: current === 0 || !starts[current - 1], onclick: () => load(current - 1) }, t('prevPage')),
       h('span', { class: 'page-no', 'data-testid': 'page-no' }, String(current + 1)),
       h('button', { type: 'button', disabled: !hasNext, 'data-testid': 'next-page', onclick: () => { starts[current + 1] = next; load(current + 1); } }, t('nextPage')),
     );
@@ -516,8 +518,48 @@ export async function view(root, ctx) {
       last = null;
       focusAt = -1;
       draw();
+      keepPageInUrl();
+      linked = -1;
     } catch (e) {
+      if (index > 0 && index === linked) {
+        // A page from a link the server no longer knows (its cursor is from
+        // another query or server): the first page instead.
+        ctx.toast(errorText(e), 'error');
+        await load(0);
+        return;
+      }
       fill(tbody, h('tr', null, h('td', { colspan: 10, class: 'error', role: 'alert' }, errorText(e))));
+    }
+  };
+  /** The page shown, in the address (number and where it starts), so a reload or a shared link opens it. */
+  const keepPageInUrl = () => {
+    const url = new URL(location.href);
+    if (current === 0) {
+      url.searchParams.delete('page');
+      url.searchParams.delete('at');
+    } else {
+      url.searchParams.set('page', String(current + 1));
+      url.searchParams.set('at', btoa(JSON.stringify(starts[current])).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, ''));
+    }
+    if (url.href !== location.href) history.replaceState(null, '', url);
+  };
+  /** The page a link opened, until it has loaded once. */
+  let linked = -1;
+  /** The page a link names (`page` and `at`), or the first. @returns {number} */
+  const pageFromUrl = () => {
+    const n = Number(params.get('page') || '1');
+    const at = params.get('at');
+    if (!Number.isInteger(n) || n < 2 || n > 100000 || !at) return 0;
+    try {
+      const start = JSON.parse(atob(at.replace(/-/g, '+').replace(/_/g, '/')));
+      const names = sources.map((s) => s.name);
+      const ok = start && typeof start === 'object' && Object.entries(start).every(([k, v]) => names.includes(k) && (v === null || typeof v === 'string'));
+      if (!ok) return 0;
+      starts[n - 1] = start;
+      linked = n - 1;
+      return n - 1;
+    } catch {
+      return 0;
     }
   };
 
@@ -602,7 +644,7 @@ export async function view(root, ctx) {
     (state) => fill(liveState, h('span', { class: `dot ${state}` }), t(state === 'open' ? 'live' : 'offline')),
   );
 
-  await load(0);
+  await load(pageFromUrl());
   return () => {
     document.removeEventListener('keydown', onKey);
     stop();
