@@ -59,6 +59,13 @@ node tests/edge/graphiql.mjs "http://127.0.0.1:$port" "$token" "${KARTEI_SCREENS
 # A batch command beside the server (handed over through its control
 # socket): the UI's jobs view lists it.
 "$bin" repair-views --check --data-dir "$work/data" >/dev/null
+# Image suggestions for the review view: two pages of dewiki, two images each.
+cat >"$work/dewiki.ndjson" <<'NDJSON'
+{"page_id": 42, "image": "Brandenburger_Tor_abends.jpg", "origin_wiki": "commonswiki", "confidence": 0.92, "found_on": ["enwiki", "frwiki"], "kind": ["istype-lead-image"], "page_rev": 1201, "section_heading": null, "section_index": null, "page_qid": "Q64"}
+{"page_id": 42, "image": "Berlin_Reichstag.jpg", "origin_wiki": "commonswiki", "confidence": 0.61, "found_on": [], "kind": ["istype-wikidata-image", "istype-commons-category"], "page_rev": 1201, "section_heading": "Geschichte", "section_index": 2, "page_qid": "Q64"}
+{"page_id": 43, "image": "Koelner_Dom.jpg", "origin_wiki": "commonswiki", "confidence": 0.88, "found_on": ["enwiki"], "kind": ["istype-lead-image"], "page_rev": 77, "section_heading": null, "section_index": null, "page_qid": "Q4176"}
+NDJSON
+"$bin" import-suggestions --data-dir "$work/data" --wiki dewiki "$work/dewiki.ndjson" >/dev/null
 echo "edge-tests: the curators' UI in Chromium, offline"
 node tests/edge/ui.mjs "http://127.0.0.1:$port" "$(mint editor editor)" "$(mint editor2 editor)" \
   "$(mint contributor contributor)" "$(mint machine machine)"

@@ -816,6 +816,38 @@ await step('every view at the four window sizes: no sideways scrolling of the pa
   return pages;
 });
 
+await step('image suggestions: title, links, reasons; reject with a reason, accept, n for the next page', async () => {
+  const page = await open(editor, '/ui/suggestions?wiki=dewiki&page=42');
+  const cards = page.locator('[data-testid=image-suggestions] li.card');
+  await cards.first().waitFor();
+  check((await cards.count()) === 2, `page 42 shows ${await cards.count()} suggestions, expected 2`);
+  const first = page.locator('li.card[data-image="Brandenburger_Tor_abends.jpg"]');
+  check((await first.locator('h3').innerText()).trim() === 'Brandenburger Tor abends', `the title reads ${await first.locator('h3').innerText()}`);
+  check(await first.locator('a[href="https://commons.wikimedia.org/wiki/File:Brandenburger_Tor_abends.jpg"]').count(), 'no link to the file page');
+  check(await first.locator('a[href="https://de.wikipedia.org/?curid=42"]').count(), 'no link to the article');
+  check((await first.locator('[data-testid=reasons]').innerText()).includes('Hauptbild'), 'the lead-image reason is not named');
+  check(await first.locator('[data-testid=show-image]').count(), 'no way to see the image');
+  // Reject with a reason: the server records it, the image leaves the page.
+  await first.locator('[data-testid=reject-suggestion]').click();
+  await first.locator('[data-testid=reject-form] input[value=lowQuality]').check();
+  await first.locator('[data-testid=reject-form] input[name=other]').fill('unscharf');
+  await first.locator('[data-testid=confirm-reject]').click();
+  await page.waitForFunction(() => !document.querySelector('li.card[data-image="Brandenburger_Tor_abends.jpg"]'));
+  const d = await gql('{ imageSuggestions(wiki: "dewiki", pageId: 42, includeReviewed: true) { image feedback { rejected rejectionReasons } } }', {}, editorToken);
+  const fb = d.imageSuggestions.find((s) => s.image === 'Brandenburger_Tor_abends.jpg').feedback[0];
+  check(fb && fb.rejected && JSON.stringify(fb.rejectionReasons.sort()) === JSON.stringify(['lowQuality', 'unscharf']), `the rejection is recorded as ${JSON.stringify(fb)}`);
+  await page.locator('li.card[data-image="Berlin_Reichstag.jpg"] [data-testid=accept-suggestion]').click();
+  await page.waitForFunction(() => !document.querySelector('li.card'));
+  // n: the next page with open suggestions.
+  await page.locator('h1').click();
+  await page.keyboard.press('n');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('page') === '43').catch(() => {
+    throw new StepError(`n did not open page 43: ${page.url()}`);
+  });
+  await page.locator('li.card[data-image="Koelner_Dom.jpg"]').waitFor();
+  return [page];
+});
+
 await step('a contributor does not see editor actions', async () => {
   const context = await curator(contributorToken, 'contributor', true);
   const page = await open(context, queuePath);
