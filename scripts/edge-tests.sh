@@ -68,4 +68,4 @@ NDJSON
 "$bin" import-suggestions --data-dir "$work/data" --wiki dewiki "$work/dewiki.ndjson" >/dev/null
 echo "edge-tests: the curators' UI in Chromium, offline"
 node tests/edge/ui.mjs "http://127.0.0.1:$port" "$(mint editor editor)" "$(mint editor2 editor)" \
-  "$(mint contributor contributor)" "$(mint machine machine)"
+  "$(mint contributor contributor)" "$(mint machine machine)" "$token"

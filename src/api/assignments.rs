@@ -21,7 +21,7 @@ const RELEASE_RUNS_WEIGHT: usize = 2;
 const RELEASE_LOG_DEFAULT: usize = 20;
 const RELEASE_LOG_MAX: usize = 100;
 
-fn assignments<'a>(ctx: &Context<'a>) -> &'a Assignments {
+pub(crate) fn assignments<'a>(ctx: &Context<'a>) -> &'a Assignments {
     ctx.data_unchecked::<Assignments>()
 }
 
@@ -180,7 +180,8 @@ pub struct ReleaseRun {
     time: String,
     /// Assignments the run moved from ACCEPTED to PUBLISHED.
     published: i64,
-    /// Why a failed run failed.
+    /// Why a failed run failed; for a run a second editor approved, who
+    /// asked for it and when.
     message: Option<String>,
     #[graphql(skip)]
     actor: Option<String>,
@@ -271,11 +272,16 @@ pub struct SuggestAssignmentInput {
     confidence: Option<f64>,
 }
 
+/// The assignments' root fields: the reads here, four eyes on releases in
+/// `assignment_release`.
+#[derive(async_graphql::MergedObject, Default)]
+pub struct AssignmentsQuery(AssignmentReads, crate::api::assignment_release::ReleaseApprovalQuery);
+
 #[derive(Default)]
-pub struct AssignmentsQuery;
+pub struct AssignmentReads;
 
 #[Object]
-impl AssignmentsQuery {
+impl AssignmentReads {
     /// A portal's assignments, optionally only those with a status and/or by a
     /// creator, ordered by ddb id, keyword id and creator.
     #[graphql(complexity = "cost::page(first, child_complexity)")]
@@ -398,11 +404,19 @@ impl AssignmentsQuery {
     }
 }
 
+/// The assignments' mutations: these, and four eyes on releases in
+/// `assignment_release`.
+#[derive(async_graphql::MergedObject, Default)]
+pub struct AssignmentsMutation(
+    AssignmentWrites,
+    crate::api::assignment_release::ReleaseApprovalMutation,
+);
+
 #[derive(Default)]
-pub struct AssignmentsMutation;
+pub struct AssignmentWrites;
 
 #[Object]
-impl AssignmentsMutation {
+impl AssignmentWrites {
     /// Suggests a keyword for an object. The creator is the token's subject; the
     /// type and first status come from its role (machine: MACHINE, AUTOSUGGESTED;
     /// archive: ARCHIVE, SUGGESTED; contributor or editor: ANYBODY, SUGGESTED).

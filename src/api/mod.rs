@@ -5,6 +5,7 @@
 //! weights, the answer budget, the gate, batching, connections.
 
 pub mod assignment_events;
+pub mod assignment_release;
 pub mod assignments_rest;
 pub mod binaries_rest;
 pub mod caller;

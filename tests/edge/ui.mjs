@@ -24,9 +24,9 @@ import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import AxeBuilder from '@axe-core/playwright';
 
-const [base, editorToken, editor2Token, contributorToken, machineToken] = process.argv.slice(2);
-if (!base || !editorToken || !editor2Token || !contributorToken || !machineToken) {
-  console.error('usage: node ui.mjs BASE_URL EDITOR_TOKEN EDITOR2_TOKEN CONTRIBUTOR_TOKEN MACHINE_TOKEN');
+const [base, editorToken, editor2Token, contributorToken, machineToken, adminToken] = process.argv.slice(2);
+if (!base || !editorToken || !editor2Token || !contributorToken || !machineToken || !adminToken) {
+  console.error('usage: node ui.mjs BASE_URL EDITOR_TOKEN EDITOR2_TOKEN CONTRIBUTOR_TOKEN MACHINE_TOKEN ADMIN_TOKEN');
   process.exit(2);
 }
 const origin = new URL(base).origin;
@@ -943,6 +943,43 @@ await step('release as an editor', async () => {
   const { releaseRuns } = await gql('query R($p: ID!) { releaseRuns(portalId: $p) { successful published } }', { p: portal.id });
   check(releaseRuns.some((r) => r.successful && r.published === waiting), `releaseRuns ${JSON.stringify(releaseRuns)} has no successful run of ${waiting}`);
   return [page];
+});
+
+await step('four eyes: one editor asks for the release, a second approves and runs it', async () => {
+  const setApproval = (on) => gql('mutation S($p: ID!, $r: Boolean!) { setReleaseApproval(portalId: $p, required: $r) { required } }', { p: portal.id, r: on }, adminToken);
+  await setApproval(true);
+  try {
+    const waiting = (await assignments(portal.id, 'SUGGESTED'))[0];
+    check(waiting, 'nothing SUGGESTED left to accept');
+    const k = { portalId: portal.id, ddbId: waiting.ddbId, keywordId: waiting.keywordId, creator: waiting.creator };
+    await gql('mutation T($k: AssignmentKeyInput!) { transitionAssignment(key: $k, expected: SUGGESTED, to: ACCEPTED) { status } }', { k }, editorToken);
+    const page = await open(editor, `/ui/release?portal=${encodeURIComponent(portal.id)}`);
+    await viewShown(page, 'release');
+    check(!(await page.locator('[data-testid=run-release]').count()), 'with four eyes a single editor is offered to run the release');
+    await page.locator('[data-testid=request-release]').click();
+    await page.locator('[data-testid=confirm-request-release]').click();
+    const state = page.locator('[data-testid=approval-state]');
+    await state.filter({ hasText: /Von Ihnen beantragt/ }).waitFor().catch(async () => {
+      throw new StepError(`after asking the panel says ${JSON.stringify(await state.innerText().catch(() => '(missing)'))}`);
+    });
+    check(!(await page.locator('[data-testid=approve-release]').count()), 'who asked is offered to approve');
+    const second = await curator(editor2Token, 'editor2', true);
+    const other = await open(second, `/ui/release?portal=${encodeURIComponent(portal.id)}`);
+    await viewShown(other, 'release');
+    const asked = other.locator('[data-testid=approval-state]');
+    await asked.filter({ hasText: subs.editor }).waitFor().catch(async () => {
+      throw new StepError(`the second editor's panel says ${JSON.stringify(await asked.innerText().catch(() => '(missing)'))}, not who asked`);
+    });
+    await other.locator('[data-testid=approve-release]').click();
+    await other.locator('[data-testid=confirm-approve-release]').click();
+    await other.locator('[data-testid=release-result]').filter({ hasText: /(^|\D)1(\D|$)/ }).waitFor();
+    const { releaseLog } = await gql('query L($p: ID!) { releaseLog(portalId: $p, first: 1) { actor message published } }', { p: portal.id }, editorToken);
+    check(releaseLog[0].actor === subs.editor2 && releaseLog[0].published === 1 && releaseLog[0].message.includes(subs.editor), `the approved run is logged as ${JSON.stringify(releaseLog[0])}`);
+    check(!(await assignments(portal.id, 'ACCEPTED')).length, 'the approved release left ACCEPTED rows');
+    return [page, other];
+  } finally {
+    await setApproval(false);
+  }
 });
 
 await step('undo with live updates on: a deletion proposal is taken back', async () => {

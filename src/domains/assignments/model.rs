@@ -95,6 +95,43 @@ table! {
         columns(actor: Text, from_status: Text, to_status: Text)
 }
 
+table! {
+    /// Per portal, whether a release needs a second editor's approval
+    /// (four eyes) and the request waiting for it (one row a portal).
+    pub RELEASE_APPROVALS: Themes.release_approvals
+        partition(top_level_category_id: Text)
+        columns(required: Int, requested_by: Text, requested_at: Text)
+}
+
+/// A portal's four-eyes setting and the release request waiting, if any.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReleaseApproval {
+    pub portal_id: String,
+    pub required: bool,
+    /// Who asked for the release that waits for approval, and when.
+    pub requested_by: Option<String>,
+    pub requested_at: Option<String>,
+}
+
+impl ReleaseApproval {
+    pub fn row(&self) -> Row {
+        Row::new(&RELEASE_APPROVALS)
+            .set("top_level_category_id", &self.portal_id)
+            .set("required", i32::from(self.required))
+            .set_opt("requested_by", self.requested_by.clone())
+            .set_opt("requested_at", self.requested_at.clone())
+    }
+
+    pub fn from_row(r: &Row) -> ReleaseApproval {
+        ReleaseApproval {
+            portal_id: r.string("top_level_category_id"),
+            required: r.int("required") == Some(1),
+            requested_by: r.text("requested_by").map(str::to_owned),
+            requested_at: r.text("requested_at").map(str::to_owned),
+        }
+    }
+}
+
 /// The changes of one assignment a read returns at most (the latest).
 pub const MAX_HISTORY: usize = 50;
 
@@ -136,7 +173,12 @@ impl StatusChange {
 /// How long the release log keeps a run.
 pub const RELEASE_LOG_DAYS: u32 = 400;
 
-pub static RELEASE_TABLES: &[&Table] = &[&RELEASE_DDBIDS, &RELEASE_RUNS, &RELEASE_LOG];
+pub static RELEASE_TABLES: &[&Table] = &[
+    &RELEASE_DDBIDS,
+    &RELEASE_RUNS,
+    &RELEASE_LOG,
+    &RELEASE_APPROVALS,
+];
 
 /// The tables of assignments' histories.
 pub static HISTORY_TABLES: &[&Table] = &[&ASSIGNMENT_HISTORY];

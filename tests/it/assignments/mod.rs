@@ -3,6 +3,7 @@
 //! workflow and its release queue, concurrent curators, crashes healed,
 //! roles, paging and the importer.
 
+mod approval;
 mod concurrency;
 mod crashes;
 mod export;

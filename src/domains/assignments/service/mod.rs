@@ -23,6 +23,7 @@
 
 mod reads;
 pub use reads::ExportFilter;
+mod approval;
 mod release;
 mod transition;
 

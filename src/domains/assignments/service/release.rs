@@ -47,12 +47,37 @@ impl Assignments {
     /// Publishes the portal's ACCEPTED assignments and enqueues the ddb ids of
     /// those it published. Safe to run again after a crash, and concurrently:
     /// every publication is an LWT from ACCEPTED, and the queue is a set.
+    /// A portal that needs a second editor's approval refuses a run
+    /// (APPROVAL_REQUIRED): `request_release` and `approve_release` then.
     pub async fn run_release(&self, who: &Principal, portal_id: &str) -> ApiResult<ReleaseRun> {
         who.require(Role::Editor)?;
-        match self.themes.category(portal_id).await? {
-            Some(c) if c.parent_id.is_none() => {}
-            _ => return Err(ApiError::bad_input(format!("unknown portal {portal_id}"))),
+        self.check_portal(portal_id).await?;
+        if self.release_approval(portal_id).await?.required {
+            return Err(ApiError::Refused {
+                code: "APPROVAL_REQUIRED",
+                message: format!(
+                    "a release of portal {portal_id} needs a second editor: ask for it with requestRelease, another editor runs it with approveRelease"
+                ),
+            });
         }
+        self.release(who, portal_id, None).await
+    }
+
+    /// The portal is one (a top-level category), or BAD_USER_INPUT.
+    pub(super) async fn check_portal(&self, portal_id: &str) -> ApiResult<()> {
+        match self.themes.category(portal_id).await? {
+            Some(c) if c.parent_id.is_none() => Ok(()),
+            _ => Err(ApiError::bad_input(format!("unknown portal {portal_id}"))),
+        }
+    }
+
+    /// Publishes and records the run as `who`'s, with `note` in its message.
+    pub(super) async fn release(
+        &self,
+        who: &Principal,
+        portal_id: &str,
+        note: Option<String>,
+    ) -> ApiResult<ReleaseRun> {
         let nothing = || ApiError::Refused {
             code: "NOTHING_TO_RELEASE",
             message: format!(
@@ -69,7 +94,7 @@ impl Assignments {
                     successful: true,
                     time: self.clock.rfc3339(),
                     published,
-                    message: None,
+                    message: note,
                     actor: who.sub.clone(),
                 };
                 self.record(who, &run).await?;
