@@ -1063,7 +1063,7 @@ const views = [
       }
     },
   ],
-  ['suggestions', '/ui/suggestions', async () => {}],
+  ['suggestions', '/ui/suggestions?wiki=dewiki&page=43', async (page) => page.locator('li.card').first().waitFor()],
   ['crawl', '/ui/crawl', async () => {}],
   [
     'jobs',
