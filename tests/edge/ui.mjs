@@ -524,6 +524,45 @@ await step('page through a queue of 120 assignments (50, 50, 20)', async () => {
   return [page, again, forged];
 });
 
+await step('narrow by category and confidence, group by object (kept in the address)', async () => {
+  const review = [];
+  for (const st of ['SUGGESTED', 'AUTOSUGGESTED']) {
+    let after = null;
+    for (;;) {
+      const d = await gql(
+        `query A($p: ID!, $s: AssignmentStatus, $after: String) { assignments(portalId: $p, status: $s, first: 100, after: $after) { nodes { ddbId keywordId creator childCategoryId confidence } pageInfo { hasNextPage endCursor } } }`,
+        { p: portal.id, s: st, after },
+      );
+      review.push(...d.assignments.nodes);
+      if (!d.assignments.pageInfo.hasNextPage) break;
+      after = d.assignments.pageInfo.endCursor;
+    }
+  }
+  const cat = review[0].childCategoryId;
+  const expected = review
+    .filter((a) => a.childCategoryId === cat && a.confidence !== null && a.confidence >= 0.3 && a.confidence <= 0.9)
+    .map((a) => a.ddbId)
+    .sort();
+  check(expected.length > 0 && expected.length < review.length, `the narrowing selects ${expected.length} of ${review.length} rows: no test`);
+  const page = await open(editor, `${queuePath}&cat=${encodeURIComponent(cat)}&cmin=0.3&cmax=0.9&group=1`);
+  await rowsShown(page);
+  const shown = [];
+  for (;;) {
+    shown.push(...(await ddbsOf(page)));
+    const nextButton = page.locator('[data-testid=next-page]');
+    if (await nextButton.isDisabled()) break;
+    const before = await page.locator('[data-testid=page-no]').innerText();
+    await nextButton.click();
+    await page.waitForFunction((b) => document.querySelector('[data-testid=page-no]')?.textContent.trim() !== b.trim(), before);
+    await rowsShown(page);
+  }
+  check(JSON.stringify([...new Set(shown)].sort()) === JSON.stringify(expected), `narrowed, the queue shows ${shown.length} rows (${shown.slice(0, 5).join(', ')} …), the API has ${expected.length}`);
+  const groups = await page.locator('table[data-testid=queue] tbody tr.group').count();
+  check(groups > 0, 'no object headings with grouping on');
+  check((await page.locator('#q-cat').inputValue()) === cat, 'the category picker does not show the narrowing');
+  return [page];
+});
+
 await step('export the filter shown as NDJSON and CSV (the server streams it)', async () => {
   const page = await open(editor, queuePath);
   await rowsShown(page);

@@ -83,6 +83,24 @@ export async function view(root, ctx) {
   const status = STATUSES.includes(params.get('status') || '') ? /** @type {string} */ (params.get('status')) : 'REVIEW';
   const creator = params.get('creator') || '';
   const keywordId = params.get('keyword') || '';
+  // Narrowing, applied to the rows as they are read (up to 20 API pages
+  // per page shown, as the keyword filter is): a child category, a
+  // confidence range; and grouping the rows by object.
+  const category = params.get('cat') || '';
+  /** @param {string} name */
+  const bound = (name) => {
+    const v = params.get(name);
+    const n = v === null || v === '' ? NaN : Number(v);
+    return Number.isFinite(n) && n >= 0 && n <= 1 ? n : null;
+  };
+  const cmin = bound('cmin');
+  const cmax = bound('cmax');
+  const grouped = params.get('group') === '1';
+  /** @param {Row} r */
+  const narrow = (r) =>
+    (!category || r.childCategoryId === category) &&
+    (cmin === null || (r.confidence !== null && r.confidence >= cmin)) &&
+    (cmax === null || (r.confidence !== null && r.confidence <= cmax));
   if (!portalId) {
     fill(root, h('p', null, t('empty')));
     return;
@@ -91,7 +109,17 @@ export async function view(root, ctx) {
   /** @param {Record<string, string>} change */
   const go = (change) => {
     // A change of filter starts at the first page (no `page`, `at`).
-    const next = new URLSearchParams({ portal: portalId, status, creator, keyword: keywordId, ...change });
+    const next = new URLSearchParams({
+      portal: portalId,
+      status,
+      creator,
+      keyword: keywordId,
+      cat: category,
+      cmin: cmin === null ? '' : String(cmin),
+      cmax: cmax === null ? '' : String(cmax),
+      group: grouped ? '1' : '',
+      ...change,
+    });
     for (const [k, v] of [...next]) if (!v) next.delete(k);
     ctx.navigate(`/ui/queue?${next}`);
   };
@@ -112,7 +140,7 @@ export async function view(root, ctx) {
               }`,
               { k: keywordId, p: portalId, first: Math.max(first, 100), after },
             ).then((d) => d.keywordAssignments),
-          keep: (r) => statuses.includes(r.status) && (!creator || r.creator === creator),
+          keep: (r) => statuses.includes(r.status) && (!creator || r.creator === creator) && narrow(r),
         },
       ]
     : statuses.map((s) => ({
@@ -126,7 +154,7 @@ export async function view(root, ctx) {
             }`,
             { p: portalId, s, c: creator || null, first, after },
           ).then((d) => d.assignments),
-        keep: () => true,
+        keep: narrow,
       }));
 
   /** @type {Set<string>} */
@@ -153,6 +181,17 @@ export async function view(root, ctx) {
   // Keyword details, beside the queue (see showKeyword).
   const details = h('aside', { class: 'side', 'data-testid': 'keyword-details', 'aria-labelledby': 'kd-title', hidden: true });
   const liveState = h('span', { class: 'live-state', 'aria-live': 'polite' });
+  const categories = h(
+    'select',
+    { id: 'q-cat', onchange: (/** @type {Event} */ e) => go({ cat: /** @type {HTMLSelectElement} */ (e.target).value }) },
+    h('option', { value: '' }, t('anyCategory')),
+  );
+  gql('query Cats($p: ID!) { category(id: $p) { children { id label notation } } }', { p: portalId })
+    .then((d) => {
+      const children = (d.category ? d.category.children : []).slice().sort((/** @type {any} */ a, /** @type {any} */ b) => (a.notation || '').localeCompare(b.notation || '', undefined, { numeric: true }));
+      categories.append(...children.map((/** @type {any} */ c) => h('option', { value: c.id, selected: c.id === category }, c.label)));
+    })
+    .catch(() => {});
   const creators = h('select', { id: 'q-creator', onchange: (/** @type {Event} */ e) => go({ creator: /** @type {HTMLSelectElement} */ (e.target).value }) }, h('option', { value: '' }, t('anyCreator')));
   const search = keywordSearch(
     () => portalId,
@@ -185,6 +224,20 @@ export async function view(root, ctx) {
       ),
     ),
     h('div', { class: 'field' }, h('label', { for: 'q-creator' }, t('creator')), creators),
+    h('div', { class: 'field' }, h('label', { for: 'q-cat' }, t('category')), categories),
+    h(
+      'div',
+      { class: 'field confidence', role: 'group', 'aria-label': t('confidenceRange') },
+      h('label', { for: 'q-cmin' }, t('confidenceFrom')),
+      h('input', { id: 'q-cmin', type: 'number', min: 0, max: 1, step: 0.05, value: cmin === null ? '' : String(cmin), onchange: (/** @type {Event} */ e) => go({ cmin: /** @type {HTMLInputElement} */ (e.target).value }) }),
+      h('label', { for: 'q-cmax' }, t('confidenceTo')),
+      h('input', { id: 'q-cmax', type: 'number', min: 0, max: 1, step: 0.05, value: cmax === null ? '' : String(cmax), onchange: (/** @type {Event} */ e) => go({ cmax: /** @type {HTMLInputElement} */ (e.target).value }) }),
+    ),
+    h(
+      'div',
+      { class: 'field' },
+      h('label', null, h('input', { type: 'checkbox', id: 'q-group', checked: grouped, onchange: (/** @type {Event} */ e) => go({ group: /** @type {HTMLInputElement} */ (e.target).checked ? '1' : '' }) }), ` ${t('groupByObject')}`),
+    ),
     keywordId
       ? h(
           'p',
@@ -354,6 +407,20 @@ export async function view(root, ctx) {
     }
   };
 
+  /** The rows under a heading per object (they come in ddb id order already). */
+  const groupedRows = () => {
+    /** @type {HTMLElement[]} */
+    const out = [];
+    rows.forEach((r, i) => {
+      if (i === 0 || rows[i - 1].ddbId !== r.ddbId) {
+        const n = rows.filter((x) => x.ddbId === r.ddbId).length;
+        out.push(h('tr', { class: 'group', 'data-group': r.ddbId }, h('th', { colspan: 10, scope: 'rowgroup' }, `${r.ddbId} · ${t('assignmentsN', { n })}`)));
+      }
+      out.push(rowElement(r, i));
+    });
+    return out;
+  };
+
   // The row the keyboard acts on: -1 until a row was focused.
   let focusAt = -1;
   const draw = () => {
@@ -361,7 +428,7 @@ export async function view(root, ctx) {
     const hadFocus = tbody.contains(document.activeElement);
     fill(
       tbody,
-      rows.length ? rows.map(rowElement) : h('tr', null, h('td', { colspan: 10, class: 'empty' }, t('empty'))),
+      rows.length ? (grouped ? groupedRows() : rows.map(rowElement)) : h('tr', null, h('td', { colspan: 10, class: 'empty' }, t('empty'))),
     );
     drawBulk();
     fill(
@@ -635,7 +702,7 @@ export async function view(root, ctx) {
       } else if (r && r.status !== event.assignment.status) {
         Object.assign(r, event.assignment, { result: { kind: 'live', text: event.actor ? `${event.actor}: ${statusLabel(event.assignment.status)}` : statusLabel(event.assignment.status) } });
         draw();
-      } else if (!r && statuses.includes(event.assignment.status) && (!creator || event.assignment.creator === creator) && (!keywordId || event.assignment.keywordId === keywordId) && !hasNext && rows.length < PAGE) {
+      } else if (!r && statuses.includes(event.assignment.status) && (!creator || event.assignment.creator === creator) && (!keywordId || event.assignment.keywordId === keywordId) && narrow(event.assignment) && !hasNext && rows.length < PAGE) {
         rows.push({ ...event.assignment, result: { kind: 'live', text: event.actor || '' } });
         rows.sort(order);
         draw();
