@@ -1,6 +1,8 @@
 //! `GET /export/assignments?portalId=…&status=…&creator=…&keywordId=…&format=csv|ndjson`:
 //! a portal's assignments by the queue's filter (`status` may list several,
-//! comma-separated), streamed page by page as CSV or NDJSON, for editors. The columns begin with the five the importer
+//! comma-separated; `childCategoryId`, `minConfidence` and `maxConfidence`
+//! narrow as the queue does), streamed page by page as CSV or NDJSON, for
+//! editors. The columns begin with the five the importer
 //! (`kartei import-assignments`) reads, so an NDJSON export imports again.
 
 use std::sync::Arc;
@@ -206,6 +208,14 @@ fn filter(params: Vec<(String, String)>) -> Result<Filter, ApiError> {
                 ));
             }
             "keywordId" => f.rows.keyword_id = Some(value),
+            "childCategoryId" if value.is_empty() => {
+                return Err(ApiError::bad_input(
+                    "childCategoryId is empty; leave it out for every category",
+                ));
+            }
+            "childCategoryId" => f.rows.child_category_id = Some(value),
+            "minConfidence" => f.rows.min_confidence = Some(confidence(&name, &value)?),
+            "maxConfidence" => f.rows.max_confidence = Some(confidence(&name, &value)?),
             "creator" if value.is_empty() => {
                 return Err(ApiError::bad_input(
                     "creator is empty; leave it out for every creator",
@@ -225,7 +235,7 @@ fn filter(params: Vec<(String, String)>) -> Result<Filter, ApiError> {
             }
             _ => {
                 return Err(ApiError::bad_input(format!(
-                    "unknown parameter {name:?}: an export takes portalId, status, creator, keywordId and format"
+                    "unknown parameter {name:?}: an export takes portalId, status, creator, keywordId, childCategoryId, minConfidence, maxConfidence and format"
                 )));
             }
         }
@@ -237,6 +247,15 @@ fn filter(params: Vec<(String, String)>) -> Result<Filter, ApiError> {
         ));
     }
     Ok(f)
+}
+
+/// A confidence bound: a number from 0 to 1.
+fn confidence(name: &str, value: &str) -> Result<f64, ApiError> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|c| (0.0..=1.0).contains(c))
+        .ok_or_else(|| ApiError::bad_input(format!("{name} {value:?} is not a number from 0 to 1")))
 }
 
 /// Without `format`: CSV when the client asks for `text/csv`, else NDJSON.
@@ -376,6 +395,9 @@ mod tests {
             ("status", "ACCEPTED,SUGGESTED,ACCEPTED"),
             ("creator", "bot"),
             ("keywordId", "k1"),
+            ("childCategoryId", "c1"),
+            ("minConfidence", "0.25"),
+            ("maxConfidence", "1"),
             ("format", "csv"),
         ]))
         .unwrap();
@@ -387,6 +409,9 @@ mod tests {
                     statuses: vec![AssignmentStatus::Accepted, AssignmentStatus::Suggested],
                     creator: Some("bot".into()),
                     keyword_id: Some("k1".into()),
+                    child_category_id: Some("c1".into()),
+                    min_confidence: Some(0.25),
+                    max_confidence: Some(1.0),
                 },
                 format: Some(Format::Csv),
             }
@@ -397,6 +422,9 @@ mod tests {
             params(&[("portalId", "p1"), ("status", "accepted")]),
             params(&[("portalId", "p1"), ("status", "ACCEPTED,")]),
             params(&[("portalId", "p1"), ("keywordId", "")]),
+            params(&[("portalId", "p1"), ("minConfidence", "1.5")]),
+            params(&[("portalId", "p1"), ("maxConfidence", "NaN")]),
+            params(&[("portalId", "p1"), ("childCategoryId", "")]),
             params(&[("portalId", "p1"), ("format", "xlsx")]),
             params(&[("portalId", "p1"), ("creator", "")]),
             params(&[("portalId", "p1"), ("portalId", "p2")]),
@@ -413,7 +441,7 @@ mod tests {
             portal_id: "p 1/\"x\"".into(),
             statuses: vec![AssignmentStatus::Autosuggested],
             creator: Some("bot".into()),
-            keyword_id: None,
+            ..ExportFilter::default()
         };
         assert_eq!(
             file_name(&f, Format::Csv),

@@ -256,6 +256,9 @@ export async function view(root, ctx) {
       const q = new URLSearchParams({ portalId, status: statuses.join(','), format });
       if (creator) q.set('creator', creator);
       if (keywordId) q.set('keywordId', keywordId);
+      if (category) q.set('childCategoryId', category);
+      if (cmin !== null) q.set('minConfidence', String(cmin));
+      if (cmax !== null) q.set('maxConfidence', String(cmax));
       try {
         await download(`/export/assignments?${q}`, format === 'csv' ? 'text/csv' : 'application/x-ndjson');
         ctx.toast(t('exported'));

@@ -225,6 +225,23 @@ async fn an_editor_exports_the_queue_s_filter_as_csv_or_ndjson(engine: Engine) {
     .await;
     assert_eq!(body, "");
 
+    // Narrowed as the queue narrows: one child category, a confidence range.
+    let (_, _, body) = export(
+        &app,
+        &format!(
+            "{q}&childCategoryId={}&minConfidence=0.3&maxConfidence=0.5",
+            v.c1
+        ),
+        Some(&editor),
+        "*/*",
+    )
+    .await;
+    assert_eq!(
+        keys(&ndjson(&body)),
+        [("o,1".to_string(), v.k1.clone(), "carla".to_string())],
+        "only carla's o,1 is in c1 with a confidence from 0.3 to 0.5 (the machine's are 0.25)"
+    );
+
     // Wrong requests: a clear code, nothing streamed.
     for (query, code, status) in [
         ("status=ACCEPTED".to_string(), "BAD_USER_INPUT", 400),

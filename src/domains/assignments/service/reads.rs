@@ -21,20 +21,34 @@ fn filtered(
 }
 
 /// What an export reads: a portal's assignments, of some statuses (none:
-/// all), of one creator, of one keyword.
+/// all), of one creator, of one keyword; narrowed, as the rows are read, to
+/// one child category and a confidence range (bounds included; a row
+/// without a confidence is outside any range).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExportFilter {
     pub portal_id: String,
     pub statuses: Vec<AssignmentStatus>,
     pub creator: Option<String>,
     pub keyword_id: Option<String>,
+    pub child_category_id: Option<String>,
+    pub min_confidence: Option<f64>,
+    pub max_confidence: Option<f64>,
 }
 
 impl ExportFilter {
     fn keeps(&self, a: &Assignment) -> bool {
+        let within = |bound: Option<f64>, ok: fn(f64, f64) -> bool| {
+            bound.is_none_or(|b| a.confidence.is_some_and(|c| ok(c, b)))
+        };
         (self.statuses.is_empty() || self.statuses.contains(&a.status))
             && self.creator.as_ref().is_none_or(|c| *c == a.key.creator)
             && self.keyword_id.as_ref().is_none_or(|k| *k == a.key.keyword_id)
+            && self
+                .child_category_id
+                .as_ref()
+                .is_none_or(|c| *c == a.child_category_id)
+            && within(self.min_confidence, |c, b| c >= b)
+            && within(self.max_confidence, |c, b| c <= b)
     }
 }
 
