@@ -196,10 +196,7 @@ impl Gate {
         if fresh {
             check(doc, &self.bounds)?;
             if let Some(text) = text {
-                self.parsed
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .put(text, doc.clone());
+                self.parsed().put(text, doc.clone());
             }
         }
         // Kept only once measured: a persisted document is one that passed.
@@ -267,11 +264,13 @@ impl Gate {
         if text.len() > PARSED_TEXT_BYTES {
             return None;
         }
-        self.parsed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(text)
-            .cloned()
+        self.parsed().get(text).cloned()
+    }
+
+    /// The kept parsed documents (a poisoned lock is taken over: the cache
+    /// holds no invariant a panicking holder could break).
+    fn parsed(&self) -> std::sync::MutexGuard<'_, lru::LruCache<String, ExecutableDocument>> {
+        self.parsed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn persisted(&self) -> std::sync::MutexGuard<'_, lru::LruCache<String, Arc<str>>> {
