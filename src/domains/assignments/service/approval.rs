@@ -28,16 +28,17 @@ impl Assignments {
     ) -> ApiResult<ReleaseApproval> {
         who.require(Role::Admin)?;
         self.check_portal(portal_id).await?;
+        let now = self.release_approval(portal_id).await?;
+        if required && now.required {
+            // On already: a request that waits stays.
+            return Ok(now);
+        }
         let setting = ReleaseApproval {
             portal_id: portal_id.to_owned(),
             required,
             requested_by: None,
             requested_at: None,
         };
-        if required && self.release_approval(portal_id).await?.required {
-            // On already: a request that waits stays.
-            return self.release_approval(portal_id).await;
-        }
         self.store.apply(vec![Mutation::upsert(setting.row())]).await?;
         Ok(setting)
     }

@@ -26,21 +26,11 @@ impl Assignments {
         to: AssignmentStatus,
     ) -> ApiResult<Vec<(AssignmentKey, ApiResult<Assignment>)>> {
         check_transition(who, expected, to)?;
-        if keys.len() > MAX_KEYS {
-            return Err(ApiError::bad_input(format!(
-                "at most {MAX_KEYS} keys per call"
-            )));
-        }
         let feed = Feed::By(who.sub.as_deref());
-        let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
-            let r = match check_key(&k) {
-                Ok(()) => self.change_status(&k, expected, to, feed, None).await,
-                Err(e) => Err(e),
-            };
-            (k, r)
+        each_key(keys, |k| async move {
+            self.change_status(&k, expected, to, feed, None).await
         })
-        .await;
-        Ok(results)
+        .await
     }
 
     /// Takes back the caller's own latest change of each key, made within
@@ -57,20 +47,8 @@ impl Assignments {
         if who.sub.is_none() {
             return Err(ApiError::Unauthenticated);
         }
-        if keys.len() > MAX_KEYS {
-            return Err(ApiError::bad_input(format!(
-                "at most {MAX_KEYS} keys per call"
-            )));
-        }
-        let results = bounded(keys, WRITE_CONCURRENCY, |k| async move {
-            let r = match check_key(&k) {
-                Ok(()) => self.undo(who, &k, expected).await,
-                Err(e) => Err(e),
-            };
-            (k, r)
-        })
-        .await;
-        Ok(results)
+        each_key(keys, |k| async move { self.undo(who, &k, expected).await })
+            .await
     }
 
     async fn undo(
@@ -278,4 +256,32 @@ impl Assignments {
         let now = Assignment::stored(&self.store, &a.key).await?;
         Ok(now.filter(|cur| cur != a))
     }
+}
+
+/// A bulk change: at most [`MAX_KEYS`] keys, each checked, then `change`d
+/// [`WRITE_CONCURRENCY`] at a time; one result per key, in the order given,
+/// never all-or-nothing.
+async fn each_key<F, Fut>(
+    keys: Vec<AssignmentKey>,
+    change: F,
+) -> ApiResult<Vec<(AssignmentKey, ApiResult<Assignment>)>>
+where
+    F: Fn(AssignmentKey) -> Fut,
+    Fut: std::future::Future<Output = ApiResult<Assignment>>,
+{
+    use futures::future::{Either, ready};
+    if keys.len() > MAX_KEYS {
+        return Err(ApiError::bad_input(format!(
+            "at most {MAX_KEYS} keys per call"
+        )));
+    }
+    let results = bounded(keys, WRITE_CONCURRENCY, |k| {
+        let done = match check_key(&k) {
+            Ok(()) => Either::Left(change(k.clone())),
+            Err(e) => Either::Right(ready(Err(e))),
+        };
+        async move { (k, done.await) }
+    })
+    .await;
+    Ok(results)
 }
