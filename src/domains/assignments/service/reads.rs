@@ -129,9 +129,9 @@ impl Assignments {
     ) -> ApiResult<impl futures::Stream<Item = ApiResult<Vec<Assignment>>> + Send + 'static> {
         use futures::{StreamExt, TryStreamExt};
         let portal = filter.portal_id.as_str();
-        match self.themes.category(portal).await? {
-            Some(c) if c.parent_id.is_none() => {}
-            Some(_) => {
+        match self.is_portal(portal).await? {
+            Some(true) => {}
+            Some(false) => {
                 return Err(ApiError::bad_input(format!(
                     "{portal:?} is a category inside a portal, not a portal"
                 )));

@@ -65,10 +65,20 @@ impl Assignments {
 
     /// The portal is one (a top-level category), or BAD_USER_INPUT.
     pub(super) async fn check_portal(&self, portal_id: &str) -> ApiResult<()> {
-        match self.themes.category(portal_id).await? {
-            Some(c) if c.parent_id.is_none() => Ok(()),
+        match self.is_portal(portal_id).await? {
+            Some(true) => Ok(()),
             _ => Err(ApiError::bad_input(format!("unknown portal {portal_id}"))),
         }
+    }
+
+    /// Whether `id` names a portal (`Some(true)`), a category inside one
+    /// (`Some(false)`) or nothing (`None`).
+    pub(super) async fn is_portal(&self, id: &str) -> ApiResult<Option<bool>> {
+        Ok(self
+            .themes
+            .category(id)
+            .await?
+            .map(|c| c.parent_id.is_none()))
     }
 
     /// Publishes and records the run as `who`'s, with `note` in its message.
