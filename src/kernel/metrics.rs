@@ -116,6 +116,8 @@ metrics! {
     cql_requests: Counter = "kartei_store_cql_requests",
     /// Compare-and-sets whose outcome the cluster left unknown, settled by a serial read
     cas_settled: Family<AppliedLabels, Counter> = "kartei_store_cas_settled",
+    /// Counter updates whose outcome the cluster left unknown (they may be missing; repair-views recomputes the counts)
+    counter_updates_unsure: Counter = "kartei_store_counter_updates_unsure",
     /// Durable transactions committed by the embedded store's writer
     commits: Counter = "kartei_store_embedded_commits",
     /// Write calls (batches, compare-and-sets) those transactions held
@@ -185,6 +187,11 @@ pub fn cas_settled(applied: bool) {
         .cas_settled
         .get_or_create(&AppliedLabels { applied })
         .inc();
+}
+
+/// `n` counter updates that failed or timed out (cql engine).
+pub fn counter_updates_unsure(n: usize) {
+    METRICS.counter_updates_unsure.inc_by(n as u64);
 }
 
 /// One group commit of the embedded writer, holding `jobs` write calls.

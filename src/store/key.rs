@@ -161,7 +161,9 @@ pub fn decode(table: &'static Table, key: &[u8]) -> Result<Vec<Value>, StoreErro
                 };
                 Value::Double(f64::from_bits(bits))
             }
-            ColumnType::TextList => return Err(corrupt("a list in a key")),
+            ColumnType::TextList | ColumnType::Counter => {
+                return Err(corrupt("a list or a counter in a key"));
+            }
         };
         out.push(v);
     }

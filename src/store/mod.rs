@@ -181,6 +181,17 @@ pub enum Mutation {
         table: &'static Table,
         key: Vec<Value>,
     },
+    /// Add `by` (negative: subtract) to the counter `column` of the row at
+    /// `key` (a whole primary key; a missing row counts from 0). Not
+    /// idempotent: on Cassandra it is a `counter` update sent once, after
+    /// the batch's other writes and never retried (cql/README.md,
+    /// "Counters"); on the embedded engine it is in the batch's transaction.
+    Add {
+        table: &'static Table,
+        key: Vec<Value>,
+        column: &'static str,
+        by: i64,
+    },
 }
 
 impl Mutation {
@@ -196,10 +207,37 @@ impl Mutation {
                 if *ttl == Some(0) {
                     return Err(StoreError::Invalid("a TTL must be positive".into()));
                 }
+                if row.table.is_counter() {
+                    return Err(StoreError::Invalid(format!(
+                        "{}: counters change by adding only",
+                        row.table.name
+                    )));
+                }
                 row.validate()
             }
             Mutation::Delete { table, key } => check_key(table, key, false),
+            Mutation::Add {
+                table, key, column, ..
+            } => {
+                check_key(table, key, true)?;
+                match table.index_of(column).map(|i| table.column(i).ty) {
+                    Some(ColumnType::Counter) => Ok(()),
+                    _ => Err(StoreError::Invalid(format!(
+                        "{}.{column} is not a counter",
+                        table.name
+                    ))),
+                }
+            }
         }
+    }
+    /// The table it writes to and the key it names.
+    pub fn target(&self) -> Result<(&'static Table, Vec<Value>), StoreError> {
+        Ok(match self {
+            Mutation::Upsert { row, .. } => (row.table, row.key()?),
+            Mutation::Delete { table, key } | Mutation::Add { table, key, .. } => {
+                (*table, key.clone())
+            }
+        })
     }
 }
 

@@ -38,6 +38,10 @@ pub enum ColumnType {
     Boolean,
     Blob,
     TextList,
+    /// A 64-bit count changed only by [`crate::store::Mutation::Add`] (a
+    /// CQL `counter`); its values are `Value::BigInt`. A table with one
+    /// holds only key columns and counters, and takes no upsert.
+    Counter,
 }
 
 impl ColumnType {
@@ -50,6 +54,7 @@ impl ColumnType {
             ColumnType::Boolean => "boolean",
             ColumnType::Blob => "blob",
             ColumnType::TextList => "list<text>",
+            ColumnType::Counter => "counter",
         }
     }
 }
@@ -138,6 +143,11 @@ impl Table {
     /// derivatives). Reads of such tables never run on the runtime's threads.
     pub fn has_blobs(&self) -> bool {
         self.columns.iter().any(|c| c.ty == ColumnType::Blob)
+    }
+
+    /// Whether its columns are counters (changed by `Mutation::Add` only).
+    pub fn is_counter(&self) -> bool {
+        self.columns.iter().any(|c| c.ty == ColumnType::Counter)
     }
 
     /// Every column in row order.
@@ -345,8 +355,11 @@ pub(crate) fn check_types<'a>(
 ) -> Result<(), StoreError> {
     for (i, v) in values.enumerate() {
         let c = table.column(start + i);
+        let counted =
+            c.ty == ColumnType::Counter && v.map(Value::column_type) == Some(ColumnType::BigInt);
         if let Some(v) = v
             && v.column_type() != c.ty
+            && !counted
         {
             return Err(StoreError::Invalid(format!(
                 "{}.{}: expected {:?}, got {:?}",

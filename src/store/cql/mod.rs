@@ -309,35 +309,27 @@ impl Store for CqlStore {
         for m in &batch {
             m.validate()?;
         }
-        if batch.len() == 1 {
-            let (stmt, values) = self.mutation_statement(&batch[0]).await?;
+        let (adds, batch) = writes::split_counters(batch);
+        if let [one] = batch.as_slice() {
+            let (stmt, values) = self.mutation_statement(one).await?;
             self.run(&stmt, values).await?;
-            return Ok(());
+        } else if !batch.is_empty() {
+            // One partition: an unlogged batch is atomic and isolated
+            // already, and skips the batch log.
+            let partition = |m: &Mutation| -> Option<(&'static str, Vec<Value>)> {
+                let (table, key) = m.target().ok()?;
+                Some((table.name, key.get(..table.partition_key.len())?.to_vec()))
+            };
+            let first = partition(&batch[0]);
+            let single = first.is_some() && batch.iter().all(|m| partition(m) == first);
+            let kind = if single {
+                BatchType::Unlogged
+            } else {
+                BatchType::Logged
+            };
+            self.batch(kind, None, &batch).await?;
         }
-        if batch.is_empty() {
-            return Ok(());
-        }
-        // One partition: an unlogged batch is atomic and isolated already, and
-        // skips the batch log.
-        let partition = |m: &Mutation| -> Option<(&'static str, Vec<Value>)> {
-            match m {
-                Mutation::Upsert { row, .. } => {
-                    let pk = row.table.partition_key.len();
-                    Some((row.table.name, row.key().ok()?[..pk].to_vec()))
-                }
-                Mutation::Delete { table, key } => {
-                    Some((table.name, key.get(..table.partition_key.len())?.to_vec()))
-                }
-            }
-        };
-        let first = partition(&batch[0]);
-        let single = first.is_some() && batch.iter().all(|m| partition(m) == first);
-        let kind = if single {
-            BatchType::Unlogged
-        } else {
-            BatchType::Logged
-        };
-        self.batch(kind, None, &batch).await?;
+        self.count_once(&adds).await;
         Ok(())
     }
 

@@ -13,7 +13,7 @@ pub(super) fn write_time_now() -> i64 {
 pub(super) fn mutation_bytes(m: &Mutation) -> usize {
     let values: &[Option<Value>] = match m {
         Mutation::Upsert { row, .. } => &row.values,
-        Mutation::Delete { .. } => return 64,
+        Mutation::Delete { .. } | Mutation::Add { .. } => return 64,
     };
     values
         .iter()
@@ -45,6 +45,7 @@ pub(super) fn from_cql(v: Option<CqlValue>) -> Result<Option<Value>, StoreError>
         Some(CqlValue::Text(s)) | Some(CqlValue::Ascii(s)) => Some(Value::Text(s)),
         Some(CqlValue::Int(i)) => Some(Value::Int(i)),
         Some(CqlValue::BigInt(i)) => Some(Value::BigInt(i)),
+        Some(CqlValue::Counter(c)) => Some(Value::BigInt(c.0)),
         Some(CqlValue::Double(f)) => Some(Value::Double(f)),
         Some(CqlValue::Boolean(b)) => Some(Value::Boolean(b)),
         Some(CqlValue::Blob(b)) => Some(Value::Blob(b)),
@@ -106,7 +107,7 @@ pub(super) fn probe_value(ty: ColumnType) -> CqlValue {
         ColumnType::Text => CqlValue::Text("kartei-health-check".into()),
         ColumnType::TextList => CqlValue::List(Vec::new()),
         ColumnType::Int => CqlValue::Int(0),
-        ColumnType::BigInt => CqlValue::BigInt(0),
+        ColumnType::BigInt | ColumnType::Counter => CqlValue::BigInt(0),
         ColumnType::Double => CqlValue::Double(0.0),
         ColumnType::Boolean => CqlValue::Boolean(false),
         // Cassandra refuses an empty partition key.

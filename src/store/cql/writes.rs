@@ -142,6 +142,45 @@ impl CqlStore {
                 );
                 Ok((self.prepare(cql).await?, key_values(key)))
             }
+            Mutation::Add {
+                table,
+                key,
+                column,
+                by,
+            } => {
+                let cql = format!(
+                    "UPDATE {} SET {column} = {column} + ? WHERE {}",
+                    self.name(table),
+                    key_where(table, key.len())
+                );
+                let mut values = vec![Some(CqlValue::Counter(scylla::value::Counter(*by)))];
+                values.extend(key_values(key));
+                Ok((self.prepare(cql).await?, values))
+            }
+        }
+    }
+
+    /// Sends the counter updates `adds` once, in one counter batch, after
+    /// the writes they go with have landed. Never retried (a counter update
+    /// is not idempotent: a retry after a timeout may count twice), and a
+    /// failure is not the caller's: its other writes stand, the counts may
+    /// be short until `repair-views` recomputes them (cql/README.md,
+    /// "Counters"), and `kartei_store_counter_updates_unsure` says so.
+    pub(super) async fn count_once(&self, adds: &[Mutation]) {
+        if adds.is_empty() {
+            return;
+        }
+        let sent = if let [one] = adds {
+            match self.mutation_statement(one).await {
+                Ok((stmt, values)) => self.run(&stmt, values).await.map(|_| ()),
+                Err(e) => Err(e),
+            }
+        } else {
+            self.batch(BatchType::Counter, None, adds).await
+        };
+        if let Err(e) = sent {
+            metrics::counter_updates_unsure(adds.len());
+            tracing::warn!(error = %e, updates = adds.len(), "counter updates failed or timed out; repair-views recomputes the counts");
         }
     }
 
@@ -155,13 +194,11 @@ impl CqlStore {
         batch: Vec<Mutation>,
         at: i64,
     ) -> Result<(), StoreError> {
+        let (adds, batch) = split_counters(batch);
         let mut groups: std::collections::HashMap<(String, Vec<u8>), Vec<Mutation>> =
             std::collections::HashMap::new();
         for m in batch {
-            let (table, key) = match &m {
-                Mutation::Upsert { row, .. } => (row.table, row.key()?),
-                Mutation::Delete { table, key } => (*table, key.clone()),
-            };
+            let (table, key) = m.target()?;
             let pk = &key[..table.partition_key.len().min(key.len())];
             let id = serde_json::to_vec(pk).map_err(|e| StoreError::Internal(e.to_string()))?;
             groups
@@ -196,6 +233,7 @@ impl CqlStore {
             .buffer_unordered(BULK_IN_FLIGHT)
             .try_collect::<Vec<()>>()
             .await?;
+        self.count_once(&adds).await;
         Ok(())
     }
 
@@ -225,4 +263,12 @@ impl CqlStore {
             })?;
         Ok(())
     }
+}
+
+/// The counter updates of `batch` apart from its other writes (Cassandra
+/// keeps counters out of other batches), each in its order.
+pub(super) fn split_counters(batch: Vec<Mutation>) -> (Vec<Mutation>, Vec<Mutation>) {
+    batch
+        .into_iter()
+        .partition(|m| matches!(m, Mutation::Add { .. }))
 }

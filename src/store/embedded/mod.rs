@@ -278,6 +278,18 @@ fn prepare(m: &Mutation, now: u64) -> Result<Write, StoreError> {
                 Write::RemovePrefix { prefix }
             }
         }
+        Mutation::Add {
+            table,
+            key: k,
+            column,
+            by,
+        } => Write::Add {
+            table,
+            values: k.clone(),
+            key: key::encode(table, k)?,
+            column,
+            by: *by,
+        },
     })
 }
 

@@ -28,7 +28,7 @@ use redb::{Database, ReadableTable};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Db, EXPIRY, ROWS, codec, db_err, read_live};
-use crate::store::{CasOutcome, Condition, Row, StoreError};
+use crate::store::{CasOutcome, Condition, Row, StoreError, Table, Value};
 
 /// Row writes one transaction takes before it commits; the rest wait for the next.
 pub(super) const MAX_GROUP_OPS: usize = 200_000;
@@ -46,6 +46,15 @@ pub(super) enum Write {
     Remove { key: Vec<u8> },
     /// Remove every row whose key starts with this prefix.
     RemovePrefix { prefix: Vec<u8> },
+    /// Add `by` to a counter column of the row at `key` (whose key
+    /// values are `values`): a read and a write in the transaction.
+    Add {
+        table: &'static Table,
+        values: Vec<Value>,
+        key: Vec<u8>,
+        column: &'static str,
+        by: i64,
+    },
 }
 
 pub(super) struct PreparedCas {
@@ -212,7 +221,7 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
             let reply = match job {
                 Job::Apply(writes) => {
                     for w in writes {
-                        if let Write::RemovePrefix { .. } = w {
+                        if let Write::RemovePrefix { .. } | Write::Add { .. } = w {
                             flush(&mut rows, &mut expiry, &mut buffered)?;
                             write(&mut rows, &mut expiry, w)?;
                         } else {
@@ -337,7 +346,7 @@ fn flush(
 impl Write {
     fn key(&self) -> &[u8] {
         match self {
-            Write::Put { key, .. } | Write::Remove { key } => key,
+            Write::Put { key, .. } | Write::Remove { key } | Write::Add { key, .. } => key,
             Write::RemovePrefix { prefix } => prefix,
         }
     }
@@ -372,6 +381,35 @@ fn write(
                 None => RBound::Unbounded,
             };
             rows.retain_in::<&[u8], _>((RBound::Included(prefix.as_slice()), hi), |_, _| false)
+                .map_err(db_err)?;
+        }
+        Write::Add {
+            table,
+            values,
+            key,
+            column,
+            by,
+        } => {
+            let mut row = match rows.get(key.as_slice()).map_err(db_err)? {
+                Some(v) => codec::decode(table, key, v.value())?,
+                None => {
+                    let mut row = Row::new(table);
+                    for (slot, v) in row.values.iter_mut().zip(values) {
+                        *slot = Some(v.clone());
+                    }
+                    row
+                }
+            };
+            let i = table.index_of(column).ok_or_else(|| {
+                StoreError::Invalid(format!("{}: no column {column}", table.name))
+            })?;
+            let n = match &row.values[i] {
+                Some(Value::BigInt(n)) => *n,
+                _ => 0,
+            };
+            row.values[i] = Some(Value::BigInt(n.wrapping_add(*by)));
+            let value = codec::encode(&row, 0);
+            rows.insert(key.as_slice(), value.as_slice())
                 .map_err(db_err)?;
         }
     }

@@ -2,11 +2,12 @@
 
 mod batches;
 mod cas;
+mod counters;
 mod cursors;
 mod slices;
 mod tables;
 
-use kartei::store::ColumnType::{BigInt, Boolean, Double, Int, Text, TextList};
+use kartei::store::ColumnType::{BigInt, Boolean, Counter, Double, Int, Text, TextList};
 use kartei::store::{Keyspace, Mutation, Order, Row, Table, col};
 
 static PROBE: Table = Table {
@@ -31,7 +32,16 @@ static PROBE_DESC: Table = Table {
     columns: &[col("v", Text)],
 };
 
-pub static PROBE_TABLES: &[&Table] = &[&PROBE, &PROBE_DESC];
+/// Counters: a partition of named counts.
+static PROBE_COUNT: Table = Table {
+    keyspace: Keyspace::Themes,
+    name: "engine_probe_count",
+    partition_key: &[col("p", Text)],
+    clustering: &[(col("name", Text), Order::Asc)],
+    columns: &[col("n", Counter)],
+};
+
+pub static PROBE_TABLES: &[&Table] = &[&PROBE, &PROBE_DESC, &PROBE_COUNT];
 
 fn probe(p: &str, c1: &str, c2: i32) -> Row {
     Row::new(&PROBE)

@@ -85,7 +85,7 @@ impl Store for Faulty {
         let touches = |m: &Mutation| {
             let t = match m {
                 Mutation::Upsert { row, .. } => row.table.name,
-                Mutation::Delete { table, .. } => table.name,
+                Mutation::Delete { table, .. } | Mutation::Add { table, .. } => table.name,
             };
             failing.contains(&t)
         };
