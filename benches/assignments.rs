@@ -4,6 +4,11 @@
 //! median latency and the rows read per page at each size, and the ratios
 //! between the largest and the smallest size.
 //!
+//! Then the queue as the UI opens it at the largest size: the first page of
+//! both review statuses and the portal's counts (`assignmentCounts`, read
+//! from the counters), against counting the portal's rows by reading them
+//! all (what counts without counters cost), in the same run.
+//!
 //! Run: `cargo bench --bench assignments` (optionally `-- 1000000` for the
 //! largest size; the store goes to a temporary directory).
 //!
@@ -15,11 +20,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kartei::domains::assignments::model::{
-    Assignment, AssignmentKey, AssignmentStatus, AssignmentType, OBJECTS_KEYWORDS,
+    Assignment, AssignmentKey, AssignmentStatus, AssignmentType, OBJECTS_KEYWORDS, count_moves,
 };
 use kartei::domains::assignments::service::Assignments;
+use kartei::domains::themes::service::{CategoryInput, Themes};
+use kartei::kernel::roles::{Principal, Role};
+use kartei::store::buckets::all_buckets;
 use kartei::store::embedded::EmbeddedStore;
 use kartei::store::{Counted, DynStore, Mutation, Store};
+use kartei::store::{Slice, pages};
 
 const PORTAL: &str = "c-bench";
 const PAGE: usize = 50;
@@ -57,6 +66,7 @@ async fn load(store: &DynStore, from: usize, to: usize) {
             let a = assignment(n);
             batch.push(Mutation::upsert(a.row(&OBJECTS_KEYWORDS)));
             batch.extend(a.view_rows().into_iter().map(Mutation::upsert));
+            batch.extend(count_moves(&a.key, None, a.status));
         }
         store.apply(batch).await.expect("bulk write");
         i = end;
@@ -98,6 +108,58 @@ async fn measure(service: &Assignments, store: &DynStore, size: usize) -> Measur
     }
 }
 
+/// Median of `samples` runs of `f`.
+async fn median<F, Fut>(samples: usize, mut f: F) -> Duration
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut times = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let t = Instant::now();
+        f().await;
+        times.push(t.elapsed());
+    }
+    times.sort();
+    times[samples / 2]
+}
+
+/// The queue as the UI opens it: both review statuses' first pages and the
+/// counts, at once.
+async fn open_queue(service: &Assignments, size: usize) {
+    let (suggested, auto, counts) = futures::join!(
+        service.list(PORTAL, Some(AssignmentStatus::Suggested), None, PAGE, None),
+        service.list(
+            PORTAL,
+            Some(AssignmentStatus::Autosuggested),
+            None,
+            PAGE,
+            None
+        ),
+        service.counts(PORTAL),
+    );
+    assert_eq!(suggested.expect("page").items.len(), PAGE);
+    assert_eq!(auto.expect("page").items.len(), PAGE);
+    let total: i64 = counts.expect("counts").iter().map(|c| c.count).sum();
+    assert_eq!(total, size as i64);
+}
+
+/// The portal's assignments counted by reading every one of them.
+async fn count_by_reading(store: &DynStore, size: usize) {
+    let mut n = 0;
+    for partition in all_buckets(&[PORTAL.into()]) {
+        let slice = Slice::partition(partition).limit(1_000);
+        let mut rows = std::pin::pin!(pages(store.as_ref(), &OBJECTS_KEYWORDS, slice));
+        while let Some(page) = futures::TryStreamExt::try_next(&mut rows)
+            .await
+            .expect("page")
+        {
+            n += page.rows.len();
+        }
+    }
+    assert_eq!(n, size);
+}
+
 fn main() {
     let largest: usize = std::env::args()
         .skip(1)
@@ -112,6 +174,17 @@ fn main() {
         let store: DynStore = Arc::new(Counted::new(
             EmbeddedStore::open(dir.path()).expect("embedded store"),
         ));
+        Themes::new(store.clone())
+            .upsert_category(
+                &Principal::local("bench", &[Role::Admin]),
+                CategoryInput {
+                    id: PORTAL.into(),
+                    label: "Bench".into(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("portal");
         let service = Assignments::new(store.clone());
         let mut sizes = vec![10_000, 100_000, largest];
         sizes.retain(|s| *s <= largest);
@@ -165,5 +238,18 @@ fn main() {
                 large.median.as_secs_f64() / small.median.as_secs_f64(),
             );
         }
+        let queue = median(50, || open_queue(&service, loaded)).await;
+        let reading = median(5, || count_by_reading(&store, loaded)).await;
+        println!(
+            "the queue opening at {loaded} rows (two first pages and the counts): {:.2} ms median; counting by reading every row: {:.2} ms",
+            queue.as_secs_f64() * 1e3,
+            reading.as_secs_f64() * 1e3
+        );
+        println!(
+            "BENCH|queue opens at {loaded} rows, embedded: first pages of both review statuses and the counts vs counting by reading the rows (median)|{:.2} ms|{:.2} ms|x{:.3}|< 300 ms",
+            queue.as_secs_f64() * 1e3,
+            reading.as_secs_f64() * 1e3,
+            queue.as_secs_f64() / reading.as_secs_f64(),
+        );
     });
 }

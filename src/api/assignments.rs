@@ -275,7 +275,11 @@ pub struct SuggestAssignmentInput {
 /// The assignments' root fields: the reads here, four eyes on releases in
 /// `assignment_release`.
 #[derive(async_graphql::MergedObject, Default)]
-pub struct AssignmentsQuery(AssignmentReads, crate::api::assignment_release::ReleaseApprovalQuery);
+pub struct AssignmentsQuery(
+    AssignmentReads,
+    crate::api::assignment_release::ReleaseApprovalQuery,
+    crate::api::assignment_counts::AssignmentCountsQuery,
+);
 
 #[derive(Default)]
 pub struct AssignmentReads;

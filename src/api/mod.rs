@@ -4,6 +4,7 @@
 //! never see each other's types. `graphql` holds what every field shares:
 //! weights, the answer budget, the gate, batching, connections.
 
+pub mod assignment_counts;
 pub mod assignment_events;
 pub mod assignment_release;
 pub mod assignments_rest;

@@ -26,6 +26,7 @@ pub const FILES: &[(&str, &[u8])] = files![
     "workflow.js",
     "i18n.js",
     "queue.js",
+    "counts.js",
     "tree.js",
     "object.js",
     "release.js",

@@ -454,7 +454,7 @@ await step('filters: every creator is offered, a keyword label comes from the vo
   await rowsShown(page);
   const offered = page.locator('#q-creator option');
   await page.waitForFunction((n) => document.querySelectorAll('#q-creator option').length > n, 1).catch(() => {});
-  const creators = await offered.allInnerTexts();
+  const creators = await offered.evaluateAll((os) => os.map((o) => o.value));
   for (const c of [subs.contributor, subs.machine]) check(creators.includes(c), `the creator filter offers ${JSON.stringify(creators)}, without ${c}`);
   // A label put into the URL is not shown: the filter names the keyword as the vocabulary does.
   const picked = search.results[0];
@@ -619,6 +619,41 @@ await step('bulk accept 10', async () => {
   const missing = ddbs.filter((d) => !accepted.has(d));
   check(!missing.length, `the server does not have ${missing.join(', ')} ACCEPTED`);
   await page.locator('[data-testid=selected-count]').filter({ hasText: /(^|\D)0(\D|$)/ }).waitFor();
+  return [page];
+});
+
+await step('counts: progress, numbers beside each status and creator, figures per creator, open per portal; an accept moves them', async () => {
+  const page = await open(editor, queuePath);
+  await rowsShown(page);
+  const server = async () => (await gql('query C($p: ID!) { assignmentCounts(portalId: $p) { total byStatus { status count } creators { creator total } } }', { p: portal.id })).assignmentCounts;
+  const waiting = (c) => c.byStatus.filter((s) => REVIEW.includes(s.status)).reduce((n, s) => n + s.count, 0);
+  const before = await server();
+  const progress = page.locator('[data-testid=q-progress]');
+  // The numbers are the server's, formatted for the page's language.
+  const shows = async (n) => {
+    const text = String(n);
+    for (const until = Date.now() + 5000; Date.now() < until; await page.waitForTimeout(100)) {
+      const t = (await progress.innerText()).replace(/[.\u202f\u00a0 ]/g, '');
+      if (t.startsWith(text) && !/^\d/.test(t.slice(text.length))) return;
+    }
+    throw new StepError(`the progress line says "${await progress.innerText()}", expected ${n} open`);
+  };
+  await shows(waiting(before));
+  const reviewOption = (await page.locator('#q-status option[value=REVIEW]').innerText()).replace(/[.\u202f\u00a0 ]/g, '');
+  check(reviewOption.includes(`(${waiting(before)})`), `the status choice says "${reviewOption}", expected (${waiting(before)})`);
+  const creatorOptions = await page.locator('#q-creator option').allInnerTexts();
+  check(creatorOptions.slice(1).every((o) => /\(\d[\d.\u202f\u00a0 ]*\)$/.test(o)), `creator choices without numbers: ${creatorOptions.join(' | ')}`);
+  const portalOption = await page.locator(`#q-portal option[value="${portal.id}"]`).innerText();
+  check(/\(\d/.test(portalOption), `the portal picker says "${portalOption}" without its open suggestions`);
+  await page.locator('[data-testid=creator-figures] summary').click();
+  const figureRows = await page.locator('[data-testid=creator-figures] tbody tr').count();
+  check(figureRows === before.creators.length, `${figureRows} rows of figures, the server has ${before.creators.length} creators`);
+  // An accept: one fewer open, at once.
+  const target = (await ddbsOf(page))[0];
+  await row(page, target).locator('button[data-action=accept]').click();
+  await waitRow(page, target, 'ACCEPTED', 'ok', 'the accept');
+  await shows(waiting(before) - 1);
+  check(waiting(await server()) === waiting(before) - 1, 'the server does not count one fewer open');
   return [page];
 });
 

@@ -15,6 +15,7 @@ import { formatAge, formatDate, formatNumber, statusLabel, t } from './i18n.js';
 import { categoryTree, defaultPortal, keywordSearch, portalPicker, portals } from './tree.js';
 import { ACTIONS, NODE, UNDO_MS, allowed, keyOf, transition, undoChanges } from './workflow.js';
 import { subscribe } from './live.js';
+import { countIn, countPortals, countsOf, drawFigures, drawProgress } from './counts.js';
 
 const PAGE = 50;
 const REVIEW = ['SUGGESTED', 'AUTOSUGGESTED'];
@@ -192,6 +193,39 @@ export async function view(root, ctx) {
       categories.append(...children.map((/** @type {any} */ c) => h('option', { value: c.id, selected: c.id === category }, c.label)));
     })
     .catch(() => {});
+  const statusSelect = /** @type {HTMLSelectElement} */ (
+    h(
+      'select',
+      { id: 'q-status', onchange: (/** @type {Event} */ e) => go({ status: /** @type {HTMLSelectElement} */ (e.target).value }) },
+      STATUSES.map((s) => h('option', { value: s, selected: s === status }, statusLabel(s))),
+    )
+  );
+  const progress = h('p', { class: 'progress', 'data-testid': 'q-progress', 'aria-live': 'polite' });
+  const figures = h('details', { class: 'figures', 'data-testid': 'creator-figures' });
+  const picker = await portalPicker('q-portal', portalId, (p) => {
+    selection.clear();
+    saveSelection();
+    go({ portal: p, keyword: '', creator: '' });
+  });
+  countPortals(/** @type {HTMLSelectElement} */ (picker.querySelector('select')), all).catch(() => {});
+  /** The counts: beside each status and creator, the progress line, the figures. */
+  const refreshCounts = async () => {
+    try {
+      const c = await countsOf(portalId);
+      for (const o of statusSelect.options) o.textContent = `${statusLabel(o.value)} (${formatNumber(countIn(c, o.value === 'REVIEW' ? REVIEW : [o.value]))})`;
+      for (const o of /** @type {HTMLSelectElement} */ (creators).options) if (o.value) o.textContent = `${o.value} (${formatNumber(countIn(c, statuses, o.value))})`;
+      drawProgress(progress, c);
+      drawFigures(figures, c);
+    } catch {
+      // Counts are a help, not the queue: it works without them.
+    }
+  };
+  /** @type {number | undefined} */
+  let countsTimer;
+  const countsSoon = () => {
+    clearTimeout(countsTimer);
+    countsTimer = window.setTimeout(refreshCounts, 300);
+  };
   const creators = h('select', { id: 'q-creator', onchange: (/** @type {Event} */ e) => go({ creator: /** @type {HTMLSelectElement} */ (e.target).value }) }, h('option', { value: '' }, t('anyCreator')));
   const search = keywordSearch(
     () => portalId,
@@ -201,11 +235,7 @@ export async function view(root, ctx) {
   const sidebar = h(
     'aside',
     { class: 'sidebar' },
-    await portalPicker('q-portal', portalId, (p) => {
-      selection.clear();
-      saveSelection();
-      go({ portal: p, keyword: '', creator: '' });
-    }),
+    picker,
     search.element,
     h('h2', { class: 'small' }, t('categories')),
     categoryTree(portalId, (k) => go({ keyword: k.id })),
@@ -217,11 +247,7 @@ export async function view(root, ctx) {
       'div',
       { class: 'field' },
       h('label', { for: 'q-status' }, t('status')),
-      h(
-        'select',
-        { id: 'q-status', onchange: (/** @type {Event} */ e) => go({ status: /** @type {HTMLSelectElement} */ (e.target).value }) },
-        STATUSES.map((s) => h('option', { value: s, selected: s === status }, statusLabel(s))),
-      ),
+      statusSelect,
     ),
     h('div', { class: 'field' }, h('label', { for: 'q-creator' }, t('creator')), creators),
     h('div', { class: 'field' }, h('label', { for: 'q-cat' }, t('category')), categories),
@@ -282,10 +308,12 @@ export async function view(root, ctx) {
       'section',
       { class: 'content', 'aria-labelledby': 'q-title' },
       h('h1', { id: 'q-title' }, `${t('queue')}: ${portalLabel}`),
+      progress,
       filters,
       bulk,
       table,
       pager,
+      figures,
     ),
     details,
   );
@@ -320,7 +348,8 @@ export async function view(root, ctx) {
       const all = [...new Set(Object.values(d).flat())].sort((a, b) => String(a).localeCompare(String(b)));
       creators.append(...all.map((/** @type {string} */ c) => h('option', { value: c, selected: c === creator }, c)));
     })
-    .catch(() => {});
+    .catch(() => {})
+    .then(refreshCounts);
   // The keyword filter's label comes from the vocabulary, never from the URL.
   if (keywordId) {
     gql('query K($k: ID!) { keyword(id: $k) { label } }', { k: keywordId })
@@ -522,6 +551,7 @@ export async function view(root, ctx) {
     saveSelection();
     last = moved.length ? { to, at: Date.now(), rows: moved } : null;
     draw();
+    if (moved.length) countsSoon();
     ctx.toast(t('results', { ok, failed: chosen.length - ok }), ok === chosen.length ? 'ok' : 'error');
     if (chosen.length === 1 && focusAt >= 0) focusRow(focusAt);
   };
@@ -548,6 +578,7 @@ export async function view(root, ctx) {
       }
     }
     draw();
+    if (undone) countsSoon();
     // Said only for what was undone; a refusal shows on its row instead.
     if (to && undone) ctx.toast(t('undone'));
   };
@@ -688,6 +719,7 @@ export async function view(root, ctx) {
   const stop = subscribe(
     { portalId },
     (event) => {
+      countsSoon();
       if (!event.assignment) {
         fill(
           liveState,
@@ -716,6 +748,7 @@ export async function view(root, ctx) {
 
   await load(pageFromUrl());
   return () => {
+    clearTimeout(countsTimer);
     document.removeEventListener('keydown', onKey);
     stop();
   };

@@ -180,8 +180,57 @@ pub static RELEASE_TABLES: &[&Table] = &[
     &RELEASE_APPROVALS,
 ];
 
-/// The tables of assignments' histories.
-pub static HISTORY_TABLES: &[&Table] = &[&ASSIGNMENT_HISTORY];
+/// The tables of assignments' histories and counts.
+pub static HISTORY_TABLES: &[&Table] = &[&ASSIGNMENT_HISTORY, &ASSIGNMENT_COUNTS];
+
+table! {
+    /// Per portal, how many assignments each creator has in each status:
+    /// counters that every suggestion and status change moves in the
+    /// writes that follow it, recomputed by `repair-views`.
+    pub ASSIGNMENT_COUNTS: Target.assignment_counts
+        partition(top_level_category_id: Text)
+        clustering(creator: Text Asc, status: Text Asc)
+        columns(assignments: Counter)
+}
+
+/// `by` more (negative: fewer) assignments of `creator` in `status` in a
+/// portal.
+pub fn count_change(portal_id: &str, creator: &str, status: AssignmentStatus, by: i64) -> Mutation {
+    Mutation::Add {
+        table: &ASSIGNMENT_COUNTS,
+        key: vec![portal_id.into(), creator.into(), status.as_str().into()],
+        column: "assignments",
+        by,
+    }
+}
+
+/// The count changes of an assignment of `key` moving from `from` (none: a
+/// new one) to `to`.
+pub fn count_moves(key: &AssignmentKey, from: Option<AssignmentStatus>, to: AssignmentStatus) -> Vec<Mutation> {
+    let mut out = vec![count_change(&key.portal_id, &key.creator, to, 1)];
+    if let Some(from) = from {
+        out.push(count_change(&key.portal_id, &key.creator, from, -1));
+    }
+    out
+}
+
+/// How many assignments of one creator a portal holds in one status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatorCount {
+    pub creator: String,
+    pub status: AssignmentStatus,
+    pub count: i64,
+}
+
+impl CreatorCount {
+    pub fn from_row(r: &Row) -> Option<CreatorCount> {
+        Some(CreatorCount {
+            creator: r.text("creator")?.to_owned(),
+            status: AssignmentStatus::parse(r.text("status")?)?,
+            count: r.bigint("assignments").unwrap_or(0),
+        })
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, async_graphql::Enum)]
 pub enum AssignmentStatus {

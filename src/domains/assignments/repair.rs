@@ -8,15 +8,19 @@
 //! whose status row was lost is queued for the reindexer again: the change
 //! wrote both in one batch); then each query table, looking up each row's
 //! base assignment (rows with no such assignment, or under another status,
-//! are deleted).
+//! are deleted). Then the counts (`assignment_counts`): each portal's, as
+//! counted in the first pass, against the stored ones (read before and after
+//! the passes; a portal whose counts moved meanwhile is counted again on its
+//! own), the differences added.
 
 use std::collections::BTreeMap;
 
 use super::model::*;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 
-use crate::store::table_pages;
-use crate::store::{DynStore, Mutation, Row, StoreError, Table};
+use crate::store::buckets::all_buckets;
+use crate::store::{DynStore, Mutation, Row, Slice, StoreError, Table};
+use crate::store::{pages, table_pages};
 
 const PAGE: usize = 500;
 /// Rows per repair batch: small enough for Cassandra's batch size thresholds.
@@ -45,11 +49,16 @@ pub struct RepairReport {
     pub malformed: u64,
     pub tables: BTreeMap<&'static str, TableReport>,
     pub repaired: bool,
+    /// Portals whose counts kept moving while they were counted (busy with
+    /// changes): left as they were, to be counted again by another run.
+    pub unsettled: Vec<String>,
 }
 
 impl RepairReport {
     pub fn differences(&self) -> u64 {
-        self.tables.values().map(TableReport::total).sum::<u64>() + self.malformed
+        self.tables.values().map(TableReport::total).sum::<u64>()
+            + self.malformed
+            + self.unsettled.len() as u64
     }
 
     pub fn summary(&self) -> String {
@@ -67,6 +76,11 @@ impl RepairReport {
             out.push_str(&format!(
                 "\n  objects_keywords: {} malformed rows (not repairable from the base table)",
                 self.malformed
+            ));
+        }
+        for p in &self.unsettled {
+            out.push_str(&format!(
+                "\n  assignment_counts: the counts of portal {p} changed while they were counted; run again when it is quieter"
             ));
         }
         for (t, r) in &self.tables {
@@ -92,11 +106,13 @@ pub async fn repair_views(
         repaired: repair,
         ..Default::default()
     };
-    for t in VIEWS {
+    for t in VIEWS.iter().chain([&&ASSIGNMENT_COUNTS]) {
         report.tables.insert(t.name, TableReport::default());
     }
     let in_scope = |r: &Row| portal.is_none_or(|p| r.text("top_level_category_id") == Some(p));
     let queued_at = crate::kernel::Clock::system().rfc3339();
+    let counts_before = stored_counts(store, portal).await?;
+    let mut counted = Counts::new();
 
     // Pass 1: every assignment's expected rows exist with the right values.
     let mut base = std::pin::pin!(table_pages(store.as_ref(), &OBJECTS_KEYWORDS, None, PAGE));
@@ -109,6 +125,9 @@ pub async fn repair_views(
             }
         }
         report.assignments += assignments.len() as u64;
+        for a in &assignments {
+            *counted.entry(count_key(&a.key.portal_id, &a.key.creator, a.status)).or_default() += 1;
+        }
         let mut fixes: Vec<Mutation> = Vec::new();
         for t in VIEWS {
             let expected: Vec<Row> = assignments.iter().map(|a| a.row(t)).collect();
@@ -153,7 +172,113 @@ pub async fn repair_views(
             }
         }
     }
+
+    // Pass 3: the counts, portal by portal.
+    let counts_after = stored_counts(store, portal).await?;
+    let portals: std::collections::BTreeSet<&str> = [&counts_before, &counts_after, &counted]
+        .into_iter()
+        .flat_map(|c| c.keys().map(|(p, _, _)| p.as_str()))
+        .collect();
+    let mut fixes = Vec::new();
+    for p in portals {
+        let (want, have) = if of_portal(&counts_before, p) == of_portal(&counts_after, p) {
+            (of_portal(&counted, p), of_portal(&counts_after, p))
+        } else {
+            match recount(store, p).await? {
+                Some(settled) => settled,
+                None => {
+                    report.unsettled.push(p.to_owned());
+                    continue;
+                }
+            }
+        };
+        let entry = report
+            .tables
+            .get_mut(ASSIGNMENT_COUNTS.name)
+            .expect("the counts");
+        for key in want.keys().chain(have.keys()).collect::<std::collections::BTreeSet<_>>() {
+            let (w, h) = (want.get(key).copied(), have.get(key).copied());
+            let by = w.unwrap_or(0) - h.unwrap_or(0);
+            if by == 0 {
+                continue;
+            }
+            match (w, h) {
+                (_, None) => entry.missing += 1,
+                (None, Some(_)) => entry.stale += 1,
+                (Some(_), Some(_)) => entry.different += 1,
+            }
+            let (portal_id, creator, status) = key;
+            fixes.push(Mutation::Add {
+                table: &ASSIGNMENT_COUNTS,
+                key: vec![portal_id.as_str().into(), creator.as_str().into(), status.as_str().into()],
+                column: "assignments",
+                by,
+            });
+        }
+    }
+    if repair {
+        write(store, fixes).await?;
+    }
     Ok(report)
+}
+
+/// Counts by (portal, creator, status).
+type Counts = BTreeMap<(String, String, String), i64>;
+
+fn count_key(portal_id: &str, creator: &str, status: AssignmentStatus) -> (String, String, String) {
+    (portal_id.to_owned(), creator.to_owned(), status.as_str().to_owned())
+}
+
+fn of_portal(counts: &Counts, portal: &str) -> Counts {
+    counts
+        .iter()
+        .filter(|((p, _, _), _)| p == portal)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// The stored counts (all portals', or one's).
+async fn stored_counts(store: &DynStore, portal: Option<&str>) -> Result<Counts, StoreError> {
+    let mut out = Counts::new();
+    let mut rows = match portal {
+        Some(p) => {
+            let slice = Slice::partition(vec![p.into()]).limit(PAGE);
+            pages(store.as_ref(), &ASSIGNMENT_COUNTS, slice).boxed()
+        }
+        None => table_pages(store.as_ref(), &ASSIGNMENT_COUNTS, None, PAGE).boxed(),
+    };
+    while let Some(page) = rows.try_next().await? {
+        for r in &page.rows {
+            if let (Some(p), Some(c)) = (r.text("top_level_category_id"), CreatorCount::from_row(r)) {
+                out.insert(count_key(p, &c.creator, c.status), c.count);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A portal's assignments counted from the base table, and its stored
+/// counts, as of a moment when the stored counts did not move during the
+/// count (a few tries; none if they kept moving).
+async fn recount(store: &DynStore, portal: &str) -> Result<Option<(Counts, Counts)>, StoreError> {
+    for _ in 0..3 {
+        let before = stored_counts(store, Some(portal)).await?;
+        let mut counted = Counts::new();
+        for partition in all_buckets(&[portal.into()]) {
+            let slice = Slice::partition(partition).limit(PAGE);
+            let mut rows = std::pin::pin!(pages(store.as_ref(), &OBJECTS_KEYWORDS, slice));
+            while let Some(page) = rows.try_next().await? {
+                for a in page.rows.iter().filter_map(Assignment::from_row) {
+                    *counted.entry(count_key(portal, &a.key.creator, a.status)).or_default() += 1;
+                }
+            }
+        }
+        let after = stored_counts(store, Some(portal)).await?;
+        if before == after {
+            return Ok(Some((counted, after)));
+        }
+    }
+    Ok(None)
 }
 
 /// The rows of `table` whose assignment does not exist or would not have them.

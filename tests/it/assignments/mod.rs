@@ -5,6 +5,7 @@
 
 mod approval;
 mod concurrency;
+mod counts;
 mod crashes;
 mod export;
 mod import;
@@ -37,6 +38,18 @@ pub(crate) fn key(portal: &str, ddb: &str, keyword: &str, creator: &str) -> Valu
 async fn transition(who: &Caller<'_>, k: &Value, expected: &str, to: &str) -> Value {
     let vars = json!({"k": k, "e": expected, "t": to});
     who.response(TRANSITION, vars).await
+}
+
+/// Imports the NDJSON `text` as `creator` (the importer's own path).
+pub(crate) async fn import_text(
+    store: &DynStore,
+    creator: &str,
+    text: &str,
+) -> kartei::domains::assignments::import::ImportReport {
+    let service = kartei::domains::assignments::service::Assignments::new(store.clone());
+    kartei::domains::assignments::import::import(&service, creator, text.as_bytes(), text.len(), 8)
+        .await
+        .unwrap()
 }
 
 async fn check_views(store: &DynStore, portal: &str) {

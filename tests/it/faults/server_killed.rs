@@ -123,7 +123,9 @@ async fn queued(http: &reqwest::Client, url: &str) -> BTreeSet<String> {
 /// write is there with its acknowledged status (or the status a later change,
 /// sent but unanswered, or the release gives it); a release run again
 /// publishes what is left, and every published object is queued; the query
-/// tables are in step with the base table (`repair-views --check`).
+/// tables and the counts are in step with the base table (`repair-views
+/// --check`; on Cassandra once `repair-views` has recounted the counts a
+/// kill may leave short, the only difference it may find).
 async fn server_killed(target: Target, seed: u64, keywords: usize, atomic: bool) {
     let mut rng = Rng(seed);
     let server = Server::start(&target);
@@ -263,7 +265,22 @@ async fn server_killed(target: Target, seed: u64, keywords: usize, atomic: bool)
         }
     }
     server.stop();
-    finish(&["repair-views", "--check", "--portal", PORTAL], &target);
+    let check = ["repair-views", "--check", "--portal", PORTAL];
+    if !atomic {
+        // On Cassandra a kill between a change and its counter updates
+        // leaves a count short (cql/README.md, "Counters"); the query rows
+        // were healed by the retries above. `repair-views` recounts.
+        let out = super::kartei(&check, &target).output().expect("run kartei");
+        let report = String::from_utf8_lossy(&out.stdout);
+        for line in report.lines().skip(1) {
+            assert!(
+                line.trim_start().starts_with("assignment_counts:"),
+                "seed {seed}: a difference besides the counts: {report}"
+            );
+        }
+        finish(&["repair-views", "--portal", PORTAL], &target);
+    }
+    finish(&check, &target);
 }
 
 fn prepared_dir(base: &Path, name: &str, keywords: usize) -> Target {

@@ -23,6 +23,8 @@
 
 mod reads;
 pub use reads::ExportFilter;
+mod counts;
+pub use counts::{CreatorFigures, by_status};
 mod approval;
 mod release;
 mod transition;
@@ -365,7 +367,10 @@ impl Assignments {
                     condition: Condition::NotExists,
                     ttl: None,
                 },
-                self.events.with_event(views_of(Vec::new()), &intent),
+                self.events.with_event(
+                    views_of(count_moves(&assignment.key, None, assignment.status)),
+                    &intent,
+                ),
             )
             .await?;
         if outcome.applied {
@@ -510,7 +515,12 @@ impl Assignments {
                     });
                     continue;
                 }
-                let views = a.view_rows().into_iter().map(Mutation::upsert).collect();
+                let views = a
+                    .view_rows()
+                    .into_iter()
+                    .map(Mutation::upsert)
+                    .chain(count_moves(&a.key, None, a.status))
+                    .collect();
                 inserts.push((a.row(&OBJECTS_KEYWORDS), views));
                 slots.push(i);
             }
@@ -560,16 +570,17 @@ impl Assignments {
 #[cfg(test)]
 mod tests;
 
-/// The query rows of the assignment a base row holds, and the release-queue
-/// row `queued` if the change must reach the search index, for
+/// The query rows of the assignment a base row holds and the change's
+/// `extra` writes (its history row, its count changes, the release-queue row
+/// if the change must reach the search index), for
 /// [`crate::store::Store::cas_then`]: written with the row (atomically on the
 /// embedded engine), and only if its compare-and-set applied.
-fn views_of(extra: Vec<Row>) -> crate::store::Heal {
+fn views_of(extra: Vec<Mutation>) -> crate::store::Heal {
     std::sync::Arc::new(move |row| {
         let mut writes = Assignment::from_row(row)
             .map(|a| a.view_batch())
             .unwrap_or_default();
-        writes.extend(extra.iter().cloned().map(Mutation::upsert));
+        writes.extend(extra.iter().cloned());
         writes
     })
 }

@@ -147,7 +147,12 @@ impl Assignments {
             from: expected,
             to,
         };
-        let extra: Vec<Row> = queued.into_iter().chain([changed.row(key)]).collect();
+        let extra: Vec<Mutation> = queued
+            .into_iter()
+            .chain([changed.row(key)])
+            .map(Mutation::upsert)
+            .chain(count_moves(key, Some(expected), to))
+            .collect();
         let mut row = Row::new(&OBJECTS_KEYWORDS);
         row.values[..OBJECTS_KEYWORDS.key_len()].clone_from_slice(
             &key.base_key()
