@@ -408,12 +408,13 @@ impl AssignmentReads {
     }
 }
 
-/// The assignments' mutations: these, and four eyes on releases in
-/// `assignment_release`.
+/// The assignments' mutations: these, four eyes on releases in
+/// `assignment_release`, whole-filter actions in `assignment_jobs`.
 #[derive(async_graphql::MergedObject, Default)]
 pub struct AssignmentsMutation(
     AssignmentWrites,
     crate::api::assignment_release::ReleaseApprovalMutation,
+    crate::api::assignment_jobs::AssignmentJobsMutation,
 );
 
 #[derive(Default)]

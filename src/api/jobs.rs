@@ -22,7 +22,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 const DEFAULT_LISTED: i32 = 20;
 
 /// A batch command: an import, a dataset switch, a maintenance pass.
-pub struct Job(JobRecord);
+pub struct Job(pub JobRecord);
 
 #[Object]
 impl Job {

@@ -6,6 +6,7 @@
 
 pub mod assignment_counts;
 pub mod assignment_events;
+pub mod assignment_jobs;
 pub mod assignment_release;
 pub mod assignments_rest;
 pub mod binaries_rest;

@@ -657,6 +657,41 @@ await step('counts: progress, numbers beside each status and creator, figures pe
   return [page];
 });
 
+await step('select all N matching and accept them as one server job (another portal, two pages or more)', async () => {
+  // Seeded here, in another portal, so that no other step sees these rows.
+  const { portals } = await gql('{ portals { id children { id keywords(first: 1) { nodes { id } } } } }');
+  const other = portals.find((p) => p.id !== portal.id && p.children.some((c) => c.keywords.nodes.length));
+  check(other, 'no second portal with a keyword');
+  const child = other.children.find((c) => c.keywords.nodes.length);
+  const M = 60;
+  for (let i = 1; i <= M; i += 10) {
+    await Promise.all(
+      Array.from({ length: Math.min(10, M - i + 1) }, (_, j) =>
+        gql('mutation S($input: SuggestAssignmentInput!) { suggestAssignment(input: $input) { status } }', { input: { portalId: other.id, childCategoryId: child.id, keywordId: child.keywords.nodes[0].id, ddbId: `all-${String(i + j).padStart(3, '0')}`, confidence: 0.5 } }, machineToken),
+      ),
+    );
+  }
+  // With what was there before (the demo data may have some).
+  const all = (await assignments(other.id, 'AUTOSUGGESTED')).length;
+  const page = await open(editor, `/ui/queue?portal=${encodeURIComponent(other.id)}&status=AUTOSUGGESTED`);
+  await rowsShown(page);
+  await page.locator('#q-all').check();
+  const more = page.locator('[data-testid=select-matching]');
+  await more.waitFor();
+  check(new RegExp(`(^|\\D)${all}(\\D|$)`).test((await more.innerText()).replace(/[.\u202f\u00a0]/g, '')), `the offer says "${await more.innerText()}", not ${all}`);
+  await more.click();
+  page.once('dialog', (d) => d.accept());
+  await page.locator('button[data-bulk-all=accept]').click();
+  // The job runs on the server; the page follows it, then opens the first page again.
+  await page.locator('[data-testid=selected-count]').filter({ hasText: /(^|\D)0(\D|$)/ }).waitFor({ timeout: 60000 });
+  const accepted = (await assignments(other.id, 'ACCEPTED')).filter((a) => a.ddbId.startsWith('all-')).length;
+  check(accepted === M, `the server has ${accepted} of the ${M} ACCEPTED`);
+  const left = (await assignments(other.id, 'AUTOSUGGESTED')).length;
+  check(left === 0, `${left} of the ${all} are still AUTOSUGGESTED`);
+  await page.locator('table[data-testid=queue] td.empty').waitFor();
+  return [page];
+});
+
 await step('undo a bulk accept and a reject: the rows are back as they were (the server\'s undo)', async () => {
   const page = await open(editor, queuePath);
   await rowsShown(page);

@@ -212,6 +212,7 @@ export async function view(root, ctx) {
   const refreshCounts = async () => {
     try {
       const c = await countsOf(portalId);
+      latestCounts = c;
       for (const o of statusSelect.options) o.textContent = `${statusLabel(o.value)} (${formatNumber(countIn(c, o.value === 'REVIEW' ? REVIEW : [o.value]))})`;
       for (const o of /** @type {HTMLSelectElement} */ (creators).options) if (o.value) o.textContent = `${o.value} (${formatNumber(countIn(c, statuses, o.value))})`;
       drawProgress(progress, c);
@@ -220,6 +221,8 @@ export async function view(root, ctx) {
       // Counts are a help, not the queue: it works without them.
     }
   };
+  /** @type {import('./counts.js').Counts | null} the counts last read */
+  let latestCounts = null;
   /** @type {number | undefined} */
   let countsTimer;
   const countsSoon = () => {
@@ -478,7 +481,88 @@ export async function view(root, ctx) {
   /** Whether the last action can still be taken back (the server's undo window). */
   const canUndo = () => !!last && last.rows.length > 0 && Date.now() - last.at < UNDO_MS;
 
+  /** The whole filter selected ("select all N matching"), acted on by the server. */
+  let allMatching = false;
+  /** @type {HTMLElement | null} a whole-filter action's progress while it runs */
+  let matchingProgress = null;
+  /** How many assignments of each shown status the filter matches, when the counts can say (no narrowing but creator). */
+  const matchingCounts = () => {
+    if (!latestCounts || keywordId || category || cmin !== null || cmax !== null || !ctx.can('editor')) return null;
+    const c = latestCounts;
+    return statuses.map((s) => ({ status: s, n: countIn(c, [s], creator || undefined) }));
+  };
+  const matchingTotal = () => (matchingCounts() || []).reduce((n, x) => n + x.n, 0);
+
+  /** Moves every matching assignment to `to` with the server's jobs, one per status shown.
+   * @param {{ key: string, to: string }} a */
+  const actMatching = async (a) => {
+    const parts = (matchingCounts() || []).filter((x) => x.n > 0 && allowed(x.status, a.to, ctx.can));
+    const total = parts.reduce((n, x) => n + x.n, 0);
+    if (!total || !window.confirm(t('confirmMatching', { action: t(a.key), n: formatNumber(total) }))) return;
+    /** @type {string[]} */
+    const ids = [];
+    try {
+      for (const x of parts) {
+        const d = await gql(
+          'mutation M($f: MatchingFilter!, $n: Int!, $t: AssignmentStatus!) { transitionMatching(filter: $f, expectedCount: $n, to: $t) { id } }',
+          { f: { portalId, status: x.status, creator: creator || null }, n: x.n, t: a.to },
+        );
+        ids.push(d.transitionMatching.id);
+      }
+    } catch (e) {
+      ctx.toast(errorText(e), 'error');
+      await refreshCounts();
+      drawBulk();
+      if (!ids.length) return;
+    }
+    matchingProgress = h('span', { class: 'matching', 'data-testid': 'matching-progress', role: 'status' }, t('matchingRunning', { action: t(a.key), done: 0, total: formatNumber(total) }));
+    drawBulk();
+    const sum = { applied: 0, conflicts: 0, failed: 0 };
+    for (;;) {
+      const jobs = await Promise.all(ids.map((id) => gql('query J($id: ID!) { job(id: $id) { state bytesRead result } }', { id }).then((d) => d.job)));
+      const done = jobs.reduce((n, j) => n + (j ? j.bytesRead : 0), 0);
+      if (jobs.every((j) => j && j.state !== 'RUNNING')) {
+        for (const j of jobs) {
+          const m = /(\d+) changed, (\d+) changed by someone else first, (\d+) failed/.exec((j.result || []).join(' '));
+          if (m) {
+            sum.applied += Number(m[1]);
+            sum.conflicts += Number(m[2]);
+            sum.failed += Number(m[3]);
+          }
+        }
+        break;
+      }
+      fill(/** @type {HTMLElement} */ (matchingProgress), h('progress', { max: total, value: done, 'aria-hidden': 'true' }), ' ', t('matchingRunning', { action: t(a.key), done: formatNumber(done), total: formatNumber(total) }));
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    matchingProgress = null;
+    allMatching = false;
+    selection.clear();
+    saveSelection();
+    ctx.toast(t('matchingDone', { action: t(a.key), applied: formatNumber(sum.applied), conflicts: formatNumber(sum.conflicts), failed: formatNumber(sum.failed) }), sum.failed ? 'error' : 'ok');
+    await load(0);
+    await refreshCounts();
+  };
+
   const drawBulk = () => {
+    if (matchingProgress) {
+      fill(bulk, matchingProgress);
+      return;
+    }
+    const wholeTotal = matchingTotal();
+    if (allMatching && wholeTotal > 0) {
+      const counts = matchingCounts() || [];
+      fill(
+        bulk,
+        h('span', { 'data-testid': 'selected-count' }, t('matchingSelected', { n: formatNumber(wholeTotal) })),
+        ACTIONS.filter((a) => counts.some((x) => x.n > 0 && allowed(x.status, a.to, ctx.can))).map((a) =>
+          h('button', { type: 'button', class: 'primary', 'data-bulk-all': a.key, onclick: () => actMatching(a) }, `${t(a.key)} (${formatNumber(counts.filter((x) => allowed(x.status, a.to, ctx.can)).reduce((n, x) => n + x.n, 0))})`),
+        ),
+        h('button', { type: 'button', 'data-testid': 'clear-matching', onclick: () => { allMatching = false; selectAll(false); } }, t('clearSelection')),
+      );
+      return;
+    }
+    allMatching = false;
     const chosen = rows.filter((r) => selection.has(keyOf(r)));
     // Each action the rows allow, on the rows that allow it: a selection of
     // mixed statuses still offers what applies to part of it.
@@ -495,11 +579,16 @@ export async function view(root, ctx) {
         ),
       ),
       canUndo() ? h('button', { type: 'button', 'data-testid': 'undo', onclick: undo }, t('undo')) : null,
+      // Every row of the page chosen, and more match: offer the whole filter.
+      rows.length > 0 && chosen.length === rows.length && wholeTotal > rows.length
+        ? h('button', { type: 'button', class: 'link', 'data-testid': 'select-matching', onclick: () => { allMatching = true; drawBulk(); } }, t('selectMatching', { n: formatNumber(wholeTotal) }))
+        : null,
     );
   };
 
   /** @param {Row} r @param {boolean} on */
   const toggle = (r, on) => {
+    if (!on) allMatching = false;
     if (on) selection.add(keyOf(r));
     else selection.delete(keyOf(r));
     saveSelection();

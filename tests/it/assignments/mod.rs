@@ -9,6 +9,7 @@ mod counts;
 mod crashes;
 mod export;
 mod import;
+mod matching;
 mod paging;
 mod roles;
 mod suggesting;

@@ -25,6 +25,8 @@ mod reads;
 pub use reads::ExportFilter;
 mod counts;
 pub use counts::{CreatorFigures, by_status};
+mod matching;
+pub use matching::{MAX_MATCHING, Matching, MatchingReport};
 mod approval;
 mod release;
 mod transition;
