@@ -11,7 +11,7 @@ use crate::api::graphql::cost;
 use crate::domains::assignments::model::{AssignmentStatus, CreatorCount};
 use crate::domains::assignments::service::{CreatorFigures, by_status};
 
-/// What a portal's counts are weighed as: a list of about this many rows
+/// What a portal's lists by creator are weighed as: about this many rows
 /// (one a creator and status).
 const COUNTS_WEIGHT: usize = 50;
 
@@ -70,6 +70,7 @@ impl AssignmentCounts {
         int(self.counts.iter().map(|c| c.count).sum())
     }
     /// Every status, in the workflow's order (zero where none).
+    #[graphql(complexity = "cost::list(AssignmentStatus::ALL.len(), child_complexity)")]
     async fn by_status(&self) -> Metered<Vec<StatusCount>> {
         Metered(
             by_status(&self.counts)
@@ -82,6 +83,7 @@ impl AssignmentCounts {
         )
     }
     /// Per creator and status, in creator order (only counts above zero).
+    #[graphql(complexity = "cost::list(COUNTS_WEIGHT, child_complexity)")]
     async fn by_creator(&self) -> Metered<Vec<CreatorStatusCount>> {
         Metered(
             self.counts
@@ -95,6 +97,7 @@ impl AssignmentCounts {
         )
     }
     /// Per creator: totals and acceptance rate, in creator order.
+    #[graphql(complexity = "cost::list(COUNTS_WEIGHT, child_complexity)")]
     async fn creators(&self) -> Metered<Vec<CreatorFigure>> {
         Metered(
             CreatorFigures::of(&self.counts)
@@ -121,7 +124,6 @@ impl AssignmentCountsQuery {
     /// each creator's acceptance rate: one small read, however many
     /// assignments there are. BAD_USER_INPUT for an id that is not a
     /// portal's.
-    #[graphql(complexity = "cost::list(COUNTS_WEIGHT, child_complexity)")]
     async fn assignment_counts(
         &self,
         ctx: &Context<'_>,

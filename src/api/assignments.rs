@@ -9,7 +9,9 @@ use crate::api::graphql::budget::Metered;
 use crate::api::graphql::connection::{self, Page, connection};
 use crate::api::graphql::cost;
 use crate::api::themes::{Category, Keyword, loaders};
-use crate::domains::assignments::model::{self, AssignmentKey, AssignmentStatus, AssignmentType};
+use crate::domains::assignments::model::{
+    self, AssignmentKey, AssignmentOrder, AssignmentStatus, AssignmentType,
+};
 use crate::domains::assignments::service::{AssignmentPage, Assignments, SuggestInput, Suggester};
 
 /// What the assignments of one object are weighed as (up to
@@ -287,20 +289,23 @@ pub struct AssignmentReads;
 #[Object]
 impl AssignmentReads {
     /// A portal's assignments, optionally only those with a status and/or by a
-    /// creator, ordered by ddb id, keyword id and creator.
+    /// creator, ordered by ddb id, keyword id and creator; or, with a status
+    /// and no creator, by confidence (highest first) or age (oldest first).
     #[graphql(complexity = "cost::page(first, child_complexity)")]
+    #[allow(clippy::too_many_arguments)]
     async fn assignments(
         &self,
         ctx: &Context<'_>,
         portal_id: ID,
         status: Option<AssignmentStatus>,
         creator: Option<String>,
+        #[graphql(default)] order_by: AssignmentOrder,
         first: Option<i32>,
         after: Option<String>,
     ) -> Result<AssignmentConnection> {
         let (first, after, has_previous) = connection::window(first, after)?;
         let page = assignments(ctx)
-            .list(&portal_id, status, creator.as_deref(), first, after)
+            .list_in_order(&portal_id, status, creator.as_deref(), order_by, first, after)
             .await?;
         Ok(assignment_page(page, has_previous))
     }

@@ -62,7 +62,7 @@ async function assignments(portal, status) {
     const d = await gql(
       `query A($p: ID!, $s: AssignmentStatus, $after: String) {
         assignments(portalId: $p, status: $s, first: 100, after: $after) {
-          nodes { ddbId keywordId creator status } pageInfo { hasNextPage endCursor }
+          nodes { ddbId keywordId creator status confidence } pageInfo { hasNextPage endCursor }
         }
       }`,
       { p: portal, s: status, after },
@@ -576,6 +576,31 @@ await step('narrow by category and confidence, group by object (kept in the addr
   return [page];
 });
 
+await step('sort by confidence (highest first, over the merged review statuses) and by age', async () => {
+  const page = await open(editor, `${queuePath}&sort=confidence`);
+  await rowsShown(page);
+  const confidences = await page.locator(ROWS).evaluateAll((trs) => trs.map((tr) => (tr.getAttribute('data-confidence') === '' ? -1 : Number(tr.getAttribute('data-confidence')))));
+  check(confidences.length === 50, `${confidences.length} rows on the first page, expected 50`);
+  check(confidences.every((c, i) => i === 0 || confidences[i - 1] >= c), `not highest first: ${confidences.join(', ')}`);
+  // The highest of all the review statuses' rows come first.
+  const all = [...(await assignments(portal.id, 'SUGGESTED')), ...(await assignments(portal.id, 'AUTOSUGGESTED'))];
+  const best = Math.max(...all.map((a) => a.confidence ?? -1));
+  check(confidences[0] === best, `the first row has ${confidences[0]}, the best is ${best}`);
+  check((await page.locator('#q-sort').inputValue()) === 'confidence', 'the sort choice does not show the sort');
+  await page.locator('[data-testid=next-page]').click();
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('page') === '2');
+  const second = await page.locator(ROWS).evaluateAll((trs) => trs.map((tr) => Number(tr.getAttribute('data-confidence') || -1)));
+  check(second.length && second[0] <= confidences[confidences.length - 1], 'the second page does not go on where the first ended');
+  await page.locator('#q-sort').selectOption('age');
+  await page.waitForFunction(() => new URL(location.href).searchParams.get('sort') === 'age');
+  await rowsShown(page);
+  // Closed here: every open queue holds a websocket of the editor's, and a
+  // subject may hold 16 (`--max-sockets-per-subject`).
+  await sane(page);
+  await page.close();
+  return [];
+});
+
 await step('export the filter shown as NDJSON and CSV (the server streams it)', async () => {
   const page = await open(editor, queuePath);
   await rowsShown(page);
@@ -654,7 +679,11 @@ await step('counts: progress, numbers beside each status and creator, figures pe
   await waitRow(page, target, 'ACCEPTED', 'ok', 'the accept');
   await shows(waiting(before) - 1);
   check(waiting(await server()) === waiting(before) - 1, 'the server does not count one fewer open');
-  return [page];
+  // Closed here: every open queue holds a websocket of the editor's, and a
+  // subject may hold 16 (`--max-sockets-per-subject`).
+  await sane(page);
+  await page.close();
+  return [];
 });
 
 await step('select all N matching and accept them as one server job (another portal, two pages or more)', async () => {
@@ -689,7 +718,11 @@ await step('select all N matching and accept them as one server job (another por
   const left = (await assignments(other.id, 'AUTOSUGGESTED')).length;
   check(left === 0, `${left} of the ${all} are still AUTOSUGGESTED`);
   await page.locator('table[data-testid=queue] td.empty').waitFor();
-  return [page];
+  // Closed here: every open queue holds a websocket of the editor's, and a
+  // subject may hold 16 (`--max-sockets-per-subject`).
+  await sane(page);
+  await page.close();
+  return [];
 });
 
 await step('undo a bulk accept and a reject: the rows are back as they were (the server\'s undo)', async () => {

@@ -37,18 +37,33 @@ const SELECTION_KEY = 'kartei.selection';
  * @typedef {{ name: string, fetch: (after: string | null, first: number) => Promise<any>, keep: (row: Row) => boolean }} Source
  */
 
-/** @param {Row} a @param {Row} b */
+/** @param {Row} a @param {Row} b @returns {number} */
 function order(a, b) {
   return a.ddbId < b.ddbId ? -1 : a.ddbId > b.ddbId ? 1 : a.keywordId < b.keywordId ? -1 : a.keywordId > b.keywordId ? 1 : a.creator < b.creator ? -1 : a.creator > b.creator ? 1 : 0;
 }
 
+/** The sorts the API pages in (`orderBy`), each with its order of rows, as the server's tables hold them. */
+const SORTS = {
+  object: { api: 'OBJECT', cmp: order },
+  confidence: {
+    api: 'CONFIDENCE',
+    /** @param {Row} a @param {Row} b */
+    cmp: (a, b) => (b.confidence ?? -1) - (a.confidence ?? -1) || order(a, b),
+  },
+  age: {
+    api: 'OLDEST',
+    /** @param {Row} a @param {Row} b */
+    cmp: (a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : order(a, b)),
+  },
+};
+
 /**
  * One page of `size` rows merged from `sources` in key order, starting after
- * each source's cursor in `start`. Returns the rows and each source's cursor
+ * each source's cursor in `start`, in the order `cmp` (the sources'). Returns the rows and each source's cursor
  * after the last row it gave (the next page's start).
  * @param {Source[]} sources @param {Record<string, string | null>} start @param {number} size
  */
-async function pageOf(sources, start, size) {
+async function pageOf(sources, start, size, cmp = order) {
   const buffers = sources.map((s) => ({ s, edges: /** @type {any[]} */ ([]), after: start[s.name] ?? null, more: true, last: start[s.name] ?? null, reads: 0 }));
   /** @param {typeof buffers[number]} b */
   const refill = async (b) => {
@@ -65,7 +80,7 @@ async function pageOf(sources, start, size) {
   const rows = [];
   while (rows.length < size) {
     await Promise.all(buffers.map(refill));
-    const live = buffers.filter((b) => b.edges.length).sort((x, y) => order(x.edges[0].node, y.edges[0].node));
+    const live = buffers.filter((b) => b.edges.length).sort((x, y) => cmp(x.edges[0].node, y.edges[0].node));
     if (!live.length) break;
     const edge = live[0].edges.shift();
     live[0].last = edge.cursor;
@@ -96,7 +111,11 @@ export async function view(root, ctx) {
   };
   const cmin = bound('cmin');
   const cmax = bound('cmax');
-  const grouped = params.get('group') === '1';
+  // The sort: by object (the keys), confidence or age; not with a keyword
+  // (its assignments come in the keyword's order).
+  const sortName = !keywordId && (params.get('sort') === 'confidence' || params.get('sort') === 'age') ? /** @type {'confidence' | 'age'} */ (params.get('sort')) : 'object';
+  const sort = SORTS[sortName];
+  const grouped = sortName === 'object' && params.get('group') === '1';
   /** @param {Row} r */
   const narrow = (r) =>
     (!category || r.childCategoryId === category) &&
@@ -119,6 +138,7 @@ export async function view(root, ctx) {
       cmin: cmin === null ? '' : String(cmin),
       cmax: cmax === null ? '' : String(cmax),
       group: grouped ? '1' : '',
+      sort: sortName === 'object' ? '' : sortName,
       ...change,
     });
     for (const [k, v] of [...next]) if (!v) next.delete(k);
@@ -146,16 +166,18 @@ export async function view(root, ctx) {
       ]
     : statuses.map((s) => ({
         name: s,
+        // Sorted by confidence or age, the API pages a status without a
+        // creator: the creator is a narrowing then.
         fetch: (after, first) =>
           gql(
-            `query Q($p: ID!, $s: AssignmentStatus, $c: String, $first: Int, $after: String) {
-              assignments(portalId: $p, status: $s, creator: $c, first: $first, after: $after) {
+            `query Q($p: ID!, $s: AssignmentStatus, $c: String, $o: AssignmentOrder!, $first: Int, $after: String) {
+              assignments(portalId: $p, status: $s, creator: $c, orderBy: $o, first: $first, after: $after) {
                 edges { cursor node { ${NODE} } } pageInfo { hasNextPage endCursor }
               }
             }`,
-            { p: portalId, s, c: creator || null, first, after },
+            { p: portalId, s, c: sortName === 'object' ? creator || null : null, o: sort.api, first: sortName === 'object' || !creator ? first : Math.max(first, 100), after },
           ).then((d) => d.assignments),
-        keep: narrow,
+        keep: sortName === 'object' ? narrow : (/** @type {Row} */ r) => (!creator || r.creator === creator) && narrow(r),
       }));
 
   /** @type {Set<string>} */
@@ -262,10 +284,22 @@ export async function view(root, ctx) {
       h('label', { for: 'q-cmax' }, t('confidenceTo')),
       h('input', { id: 'q-cmax', type: 'number', min: 0, max: 1, step: 0.05, value: cmax === null ? '' : String(cmax), onchange: (/** @type {Event} */ e) => go({ cmax: /** @type {HTMLInputElement} */ (e.target).value }) }),
     ),
+    keywordId
+      ? null
+      : h(
+          'div',
+          { class: 'field' },
+          h('label', { for: 'q-sort' }, t('sortBy')),
+          h(
+            'select',
+            { id: 'q-sort', onchange: (/** @type {Event} */ e) => go({ sort: /** @type {HTMLSelectElement} */ (e.target).value }) },
+            ['object', 'confidence', 'age'].map((k) => h('option', { value: k, selected: k === sortName }, t(`sort.${k}`))),
+          ),
+        ),
     h(
       'div',
       { class: 'field' },
-      h('label', null, h('input', { type: 'checkbox', id: 'q-group', checked: grouped, onchange: (/** @type {Event} */ e) => go({ group: /** @type {HTMLInputElement} */ (e.target).checked ? '1' : '' }) }), ` ${t('groupByObject')}`),
+      h('label', null, h('input', { type: 'checkbox', id: 'q-group', checked: grouped, disabled: sortName !== 'object', onchange: (/** @type {Event} */ e) => go({ group: /** @type {HTMLInputElement} */ (e.target).checked ? '1' : '' }) }), ` ${t('groupByObject')}`),
     ),
     keywordId
       ? h(
@@ -370,7 +404,7 @@ export async function view(root, ctx) {
     const label = r.keyword ? r.keyword.label : r.keywordId;
     const tr = h(
       'tr',
-      { 'data-key': key, 'data-ddb': r.ddbId, 'data-status': r.status, tabindex: -1, class: selection.has(key) ? 'selected' : '', onfocusin: () => (focusAt = i) },
+      { 'data-key': key, 'data-ddb': r.ddbId, 'data-status': r.status, 'data-confidence': r.confidence ?? '', tabindex: -1, class: selection.has(key) ? 'selected' : '', onfocusin: () => (focusAt = i) },
       h(
         'td',
         null,
@@ -699,7 +733,7 @@ export async function view(root, ctx) {
   const load = async (index) => {
     fill(tbody, h('tr', null, h('td', { colspan: 10 }, t('loading'))));
     try {
-      const page = await pageOf(sources, starts[index] || {}, PAGE);
+      const page = await pageOf(sources, starts[index] || {}, PAGE, sort.cmp);
       rows = page.rows;
       next = page.next;
       hasNext = page.hasNext;
@@ -828,7 +862,7 @@ export async function view(root, ctx) {
         draw();
       } else if (!r && statuses.includes(event.assignment.status) && (!creator || event.assignment.creator === creator) && (!keywordId || event.assignment.keywordId === keywordId) && narrow(event.assignment) && !hasNext && rows.length < PAGE) {
         rows.push({ ...event.assignment, result: { kind: 'live', text: event.actor || '' } });
-        rows.sort(order);
+        rows.sort(sort.cmp);
         draw();
       }
     },

@@ -1,6 +1,7 @@
 //! The assignment tables (seed 000 with the changes cql/README.md lists):
-//! the base table objects_keywords, the five query tables that replace the
-//! seed's materialized views, and the release queue and runs.
+//! the base table objects_keywords, the seven query tables (five replace the
+//! seed's materialized views, two order a status by confidence and by age),
+//! the release queue and runs, the history and the counts.
 //!
 //! Every table whose seed key is partitioned by portal or by keyword is bucketed
 //! by a hash of the ddb id ([`crate::store::buckets`]). All of them carry every
@@ -39,8 +40,6 @@ macro_rules! assignment_tables {
                 columns = assignment_columns![$(col(stringify!($status), Text))?]
         }
     )*
-        /// The assignment tables, the base table first.
-        pub static TARGET_TABLES: &[&Table] = &[$(&$name),*];
     };
 }
 
@@ -57,8 +56,65 @@ assignment_tables! {
     OBJECTS_KEYWORDS_CREATORS_WITH_STATUS: objects_keywords_creators_with_status (top_level_category_id: Text, bucket: Int) (status, creator, ddb_id, keyword_id);
 }
 
+table! {
+    /// A portal's assignments by status, highest confidence first (`rank`:
+    /// minus the confidence, 1 for none, so those come last; ascending like
+    /// every other clustering column, so a cursor is one tuple comparison
+    /// on Cassandra); for the queue's sort by confidence.
+    pub OBJECTS_KEYWORDS_STATUS_CONFIDENCE: Target.objects_keywords_status_confidence
+        partition(top_level_category_id: Text, bucket: Int)
+        clustering(status: Text Asc, rank: Double Asc, ddb_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
+        columns = assignment_columns![]
+}
+
+table! {
+    /// A portal's assignments by status, oldest first (by `created_at`); for
+    /// the queue's sort by age.
+    pub OBJECTS_KEYWORDS_STATUS_AGE: Target.objects_keywords_status_age
+        partition(top_level_category_id: Text, bucket: Int)
+        clustering(status: Text Asc, created_at: Text Asc, ddb_id: Text Asc, keyword_id: Text Asc, creator: Text Asc)
+        columns = &[
+            col("child_category_id", Text),
+            col("assignment_type", Text),
+            col("modified_at", Text),
+            col("confidence_value", Double),
+        ]
+}
+
+/// The assignment tables, the base table first.
+pub static TARGET_TABLES: &[&Table] = &[
+    &OBJECTS_KEYWORDS,
+    &OBJECTS_KEYWORDS_CREATOR,
+    &OBJECTS_KEYWORDS_STATUS,
+    &OBJECTS_KEYWORDS_DDBID,
+    &OBJECTS_KEYWORDS_KEYWORD,
+    &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
+    &OBJECTS_KEYWORDS_STATUS_CONFIDENCE,
+    &OBJECTS_KEYWORDS_STATUS_AGE,
+];
+
 /// The query tables, each rebuilt from the base table by `repair-views`.
 pub static VIEWS: &[&Table] = TARGET_TABLES.split_at(1).1;
+
+/// The query tables keyed by status: an assignment's row moves with it.
+pub static BY_STATUS: &[&Table] = &[
+    &OBJECTS_KEYWORDS_STATUS,
+    &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
+    &OBJECTS_KEYWORDS_STATUS_CONFIDENCE,
+    &OBJECTS_KEYWORDS_STATUS_AGE,
+];
+
+/// The order of a portal's assignments in one status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, async_graphql::Enum)]
+pub enum AssignmentOrder {
+    /// By ddb id, keyword id, creator (the object's assignments together).
+    #[default]
+    Object,
+    /// Highest confidence first (none last), then as `OBJECT`.
+    Confidence,
+    /// Oldest first (by `createdAt`), then as `OBJECT`.
+    Oldest,
+}
 
 table! {
     /// The ddb ids waiting for the reindexer, bucketed by a hash of the id.
@@ -345,7 +401,7 @@ impl Assignment {
     /// share column names and differ only in how the key is arranged).
     pub fn row(&self, table: &'static Table) -> Row {
         let k = &self.key;
-        let cells: [(&str, crate::store::Value); 10] = [
+        let cells: [(&str, crate::store::Value); 11] = [
             ("top_level_category_id", k.portal_id.as_str().into()),
             ("bucket", bucket_of(&k.ddb_id).into()),
             ("ddb_id", k.ddb_id.as_str().into()),
@@ -356,6 +412,7 @@ impl Assignment {
             ("assignment_type", self.assignment_type.as_str().into()),
             ("created_at", self.created_at.as_str().into()),
             ("modified_at", self.modified_at.as_str().into()),
+            ("rank", self.confidence.map_or(1.0, |c| -c).into()),
         ];
         let mut row = Row::new(table);
         for (name, v) in cells {
@@ -394,7 +451,7 @@ impl Assignment {
         Ok(row.as_ref().and_then(Assignment::from_row))
     }
 
-    /// The five query-table rows derived from this assignment.
+    /// The query-table rows derived from this assignment (one a view).
     pub fn view_rows(&self) -> Vec<Row> {
         VIEWS.iter().map(|t| self.row(t)).collect()
     }
@@ -410,10 +467,7 @@ impl Assignment {
             }
             let mut a = self.clone();
             a.status = other;
-            for t in [
-                &OBJECTS_KEYWORDS_STATUS,
-                &OBJECTS_KEYWORDS_CREATORS_WITH_STATUS,
-            ] {
+            for t in BY_STATUS {
                 let key = a.row(t).key().expect("assignment rows have full keys");
                 batch.push(Mutation::delete(t, key));
             }

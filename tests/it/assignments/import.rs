@@ -88,7 +88,7 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
             }
         }
     }
-    assert_eq!(lost.len(), 50);
+    assert_eq!(lost.len(), 10 * VIEWS.len());
     app.store.apply(lost).await.unwrap();
     let third = kartei::domains::assignments::import::import(
         &service,

@@ -12,6 +12,7 @@ mod import;
 mod matching;
 mod paging;
 mod roles;
+mod sorting;
 mod suggesting;
 mod undo;
 mod workflow;

@@ -2,15 +2,13 @@
 //! minutes after it, every action of the queue included (accept, reject,
 //! a deletion proposal, delete, keep), while nothing changed since.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::Ordering;
 
-use kartei::kernel::Clock;
 use serde_json::{Value, json};
 
 use super::{SUGGEST, check_views, key, release_queue, suggestion, transition};
 use crate::both_engines;
-use crate::support::{Caller, Engine, TestApp};
+use crate::support::{Caller, Engine, TestApp, movable_clock};
 
 const UNDO: &str = "mutation($k: [AssignmentKeyInput!]!, $e: AssignmentStatus!) { undoTransitions(keys: $k, expected: $e) { applied assignment { status history { from to actor } } error { code message currentStatus } } }";
 
@@ -32,11 +30,7 @@ fn refused(r: &Value, code: &str) {
 
 async fn a_curator_undoes_their_own_latest_change_within_ten_minutes(engine: Engine) {
     // A clock the test can move forward.
-    let skew = Arc::new(AtomicI64::new(0));
-    let s = skew.clone();
-    let clock = Clock::from_fn(move || {
-        time::OffsetDateTime::now_utc() + time::Duration::seconds(s.load(Ordering::SeqCst))
-    });
+    let (skew, clock) = movable_clock();
     let app = TestApp::on(engine)
         .with_vocabulary()
         .with_clock(clock)

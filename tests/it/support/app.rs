@@ -226,3 +226,18 @@ impl Caller<'_> {
         code(&self.response(query, variables).await).to_owned()
     }
 }
+
+/// A clock that reads now plus an offset in seconds the test moves
+/// (`offset.store(..)`), for the app's `with_clock`.
+pub fn movable_clock() -> (
+    std::sync::Arc<std::sync::atomic::AtomicI64>,
+    kartei::kernel::Clock,
+) {
+    let offset = std::sync::Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let read = offset.clone();
+    let clock = kartei::kernel::Clock::from_fn(move || {
+        time::OffsetDateTime::now_utc()
+            + time::Duration::seconds(read.load(std::sync::atomic::Ordering::SeqCst))
+    });
+    (offset, clock)
+}

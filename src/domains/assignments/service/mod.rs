@@ -8,7 +8,7 @@
 //! 2. the base row changes under a lightweight transaction, the only point where
 //!    concurrent writers are ordered (Cassandra cannot put an LWT and other
 //!    tables in one batch);
-//! 3. one logged batch writes the five query tables, the change's event (and
+//! 3. one logged batch writes the seven query tables, the change's event (and
 //!    ends its intent) and, for a change that must reach the search index,
 //!    the ddb id's release-queue row (only a change that applied is queued:
 //!    a refused or conflicting one never is); then the base row is read

@@ -111,7 +111,35 @@ impl Assignments {
         first: usize,
         after: Option<Cursor>,
     ) -> ApiResult<AssignmentPage> {
-        let (table, prefix) = filtered(status, creator);
+        self.list_in_order(portal_id, status, creator, AssignmentOrder::Object, first, after)
+            .await
+    }
+
+    /// As [`Assignments::list`], in `order`: by confidence or age only with
+    /// a status and without a creator (BAD_USER_INPUT otherwise).
+    pub async fn list_in_order(
+        &self,
+        portal_id: &str,
+        status: Option<AssignmentStatus>,
+        creator: Option<&str>,
+        order: AssignmentOrder,
+        first: usize,
+        after: Option<Cursor>,
+    ) -> ApiResult<AssignmentPage> {
+        let (table, prefix) = match (order, status, creator) {
+            (AssignmentOrder::Object, _, _) => filtered(status, creator),
+            (AssignmentOrder::Confidence, Some(s), None) => {
+                (&OBJECTS_KEYWORDS_STATUS_CONFIDENCE, vec![s.as_str().into()])
+            }
+            (AssignmentOrder::Oldest, Some(s), None) => {
+                (&OBJECTS_KEYWORDS_STATUS_AGE, vec![s.as_str().into()])
+            }
+            _ => {
+                return Err(ApiError::bad_input(
+                    "orderBy CONFIDENCE or OLDEST takes a status and no creator",
+                ));
+            }
+        };
         self.merged(table, portal_id, prefix, first, after).await
     }
 
