@@ -432,8 +432,10 @@ pub trait Store: Send + Sync {
     /// read first and the absent ones written with the read's timestamp, so
     /// any write made after the read wins (cql/README.md, "Bulk writes").
     /// Per row, the row and its mutations are atomic on the embedded engine; on
-    /// Cassandra a process that dies mid-call may leave some of them written,
-    /// so callers treat a row found as "maybe without its mutations" and heal.
+    /// Cassandra the rows are written before their mutations, so a process
+    /// that dies mid-call may leave rows without (some of) their mutations,
+    /// never mutations without their row: callers treat a row found as
+    /// "maybe without its mutations" and heal.
     async fn insert_new(
         &self,
         inserts: Vec<(Row, Vec<Mutation>)>,

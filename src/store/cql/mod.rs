@@ -369,11 +369,17 @@ impl Store for CqlStore {
             .map(|(r, _)| r.key())
             .collect::<Result<Vec<_>, _>>()?;
         let found = self.get_many(table, &keys).await?;
+        // The new rows first, then what goes with them: a process that dies
+        // between the two leaves rows that a rerun finds and heals from
+        // (their own writes made again from them), never writes that went
+        // with a row that is not there, which a rerun would write anew
+        // beside them (a query row keyed by a time the rerun sets again).
+        let mut rows = Vec::new();
         let mut writes = Vec::new();
         for ((row, with), f) in inserts.into_iter().zip(&found) {
             match f {
                 None => {
-                    writes.push(Mutation::upsert(row));
+                    rows.push(Mutation::upsert(row));
                     writes.extend(with);
                 }
                 Some(current) => {
@@ -385,6 +391,7 @@ impl Store for CqlStore {
                 }
             }
         }
+        self.write_grouped(rows, read_at).await?;
         self.write_grouped(writes, read_at).await?;
         Ok(found)
     }

@@ -167,6 +167,31 @@ fn finish(args: &[&str], target: &Target) {
     );
 }
 
+/// `repair-views --check` (with `args`, e.g. a portal) passes after a kill.
+/// On Cassandra a kill between a change and its counter updates leaves a
+/// count short (cql/README.md, "Counters": the only difference the healing
+/// of the query rows leaves), so `repair-views` recounts first; on the
+/// embedded engine the counts go in each change's transaction and the
+/// check must pass as it is.
+fn in_step_after_kill(target: &Target, args: &[&str]) {
+    let mut check = vec!["repair-views", "--check"];
+    check.extend_from_slice(args);
+    if let Target::Cluster { .. } = target {
+        let out = kartei(&check, target).output().expect("run kartei");
+        let report = String::from_utf8_lossy(&out.stdout);
+        for line in report.lines().skip(1) {
+            assert!(
+                line.trim_start().starts_with("assignment_counts:"),
+                "a difference besides the counts: {report}"
+            );
+        }
+        let mut repair = vec!["repair-views"];
+        repair.extend_from_slice(args);
+        finish(&repair, target);
+    }
+    finish(&check, target);
+}
+
 /// Starts a command and SIGKILLs it after `after`; true if it was still running
 /// then (one that ended before must have succeeded).
 fn kill_after(args: &[&str], target: &Target, after: Duration) -> bool {

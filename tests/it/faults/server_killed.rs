@@ -265,22 +265,7 @@ async fn server_killed(target: Target, seed: u64, keywords: usize, atomic: bool)
         }
     }
     server.stop();
-    let check = ["repair-views", "--check", "--portal", PORTAL];
-    if !atomic {
-        // On Cassandra a kill between a change and its counter updates
-        // leaves a count short (cql/README.md, "Counters"); the query rows
-        // were healed by the retries above. `repair-views` recounts.
-        let out = super::kartei(&check, &target).output().expect("run kartei");
-        let report = String::from_utf8_lossy(&out.stdout);
-        for line in report.lines().skip(1) {
-            assert!(
-                line.trim_start().starts_with("assignment_counts:"),
-                "seed {seed}: a difference besides the counts: {report}"
-            );
-        }
-        finish(&["repair-views", "--portal", PORTAL], &target);
-    }
-    finish(&check, &target);
+    super::in_step_after_kill(&target, &["--portal", PORTAL]);
 }
 
 fn prepared_dir(base: &Path, name: &str, keywords: usize) -> Target {
