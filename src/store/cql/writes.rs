@@ -160,27 +160,30 @@ impl CqlStore {
         }
     }
 
-    /// Sends the counter updates `adds` once, in one counter batch, after
-    /// the writes they go with have landed. Never retried (a counter update
+    /// Sends the counter updates `adds` once, summed per counter, in counter
+    /// batches of at most [`COUNTER_BATCH`], after the writes they go with
+    /// have landed. Never retried (a counter update
     /// is not idempotent: a retry after a timeout may count twice), and a
     /// failure is not the caller's: its other writes stand, the counts may
     /// be short until `repair-views` recomputes them (cql/README.md,
     /// "Counters"), and `kartei_store_counter_updates_unsure` says so.
     pub(super) async fn count_once(&self, adds: &[Mutation]) {
-        if adds.is_empty() {
-            return;
-        }
-        let sent = if let [one] = adds {
-            match self.mutation_statement(one).await {
-                Ok((stmt, values)) => self.run(&stmt, values).await.map(|_| ()),
-                Err(e) => Err(e),
+        // An import chunk adds one to the same few counters a thousand
+        // times: summed first, it is a handful of updates.
+        let adds = coalesced(adds);
+        for chunk in adds.chunks(COUNTER_BATCH) {
+            let sent = if let [one] = chunk {
+                match self.mutation_statement(one).await {
+                    Ok((stmt, values)) => self.run(&stmt, values).await.map(|_| ()),
+                    Err(e) => Err(e),
+                }
+            } else {
+                self.batch(BatchType::Counter, None, chunk).await
+            };
+            if let Err(e) = sent {
+                metrics::counter_updates_unsure(chunk.len());
+                tracing::warn!(error = %e, updates = chunk.len(), "counter updates failed or timed out; repair-views recomputes the counts");
             }
-        } else {
-            self.batch(BatchType::Counter, None, adds).await
-        };
-        if let Err(e) = sent {
-            metrics::counter_updates_unsure(adds.len());
-            tracing::warn!(error = %e, updates = adds.len(), "counter updates failed or timed out; repair-views recomputes the counts");
         }
     }
 
@@ -265,10 +268,97 @@ impl CqlStore {
     }
 }
 
+/// Counter updates one counter batch carries at most.
+const COUNTER_BATCH: usize = 100;
+
+/// `adds` with the updates of one counter summed into one (in the order of
+/// each counter's first update), those that sum to nothing left out.
+pub(super) fn coalesced(adds: &[Mutation]) -> Vec<Mutation> {
+    let mut out: Vec<Mutation> = Vec::new();
+    let mut at: std::collections::HashMap<(&'static str, &'static str, Vec<u8>), usize> =
+        std::collections::HashMap::new();
+    for m in adds {
+        let Mutation::Add {
+            table,
+            key,
+            column,
+            by,
+        } = m
+        else {
+            continue;
+        };
+        let id = (
+            table.name,
+            *column,
+            serde_json::to_vec(key).unwrap_or_default(),
+        );
+        match at.get(&id) {
+            Some(&i) => {
+                if let Mutation::Add { by: sum, .. } = &mut out[i] {
+                    *sum = sum.wrapping_add(*by);
+                }
+            }
+            None => {
+                at.insert(id, out.len());
+                out.push(m.clone());
+            }
+        }
+    }
+    out.retain(|m| !matches!(m, Mutation::Add { by: 0, .. }));
+    out
+}
+
 /// The counter updates of `batch` apart from its other writes (Cassandra
 /// keeps counters out of other batches), each in its order.
 pub(super) fn split_counters(batch: Vec<Mutation>) -> (Vec<Mutation>, Vec<Mutation>) {
     batch
         .into_iter()
         .partition(|m| matches!(m, Mutation::Add { .. }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ColumnType::{Counter, Text};
+    use crate::store::{Keyspace, Order, Table, col};
+
+    static COUNTS: Table = Table {
+        keyspace: Keyspace::Themes,
+        name: "counts",
+        partition_key: &[col("p", Text)],
+        clustering: &[(col("c", Text), Order::Asc)],
+        columns: &[col("n", Counter)],
+    };
+
+    fn add(c: &str, by: i64) -> Mutation {
+        Mutation::Add {
+            table: &COUNTS,
+            key: vec!["p".into(), c.into()],
+            column: "n",
+            by,
+        }
+    }
+
+    fn sums(ms: &[Mutation]) -> Vec<(String, i64)> {
+        ms.iter()
+            .map(|m| match m {
+                Mutation::Add { key, by, .. } => (format!("{:?}", key[1]), *by),
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_counters_updates_are_summed_and_nothing_is_dropped() {
+        let adds: Vec<Mutation> = (0..1000)
+            .map(|_| add("a", 1))
+            .chain([add("b", -1), add("c", 2), add("b", 1)])
+            .collect();
+        let c = coalesced(&adds);
+        assert_eq!(
+            sums(&c),
+            [("Text(\"a\")".into(), 1000), ("Text(\"c\")".into(), 2)]
+        );
+        assert!(coalesced(&[]).is_empty());
+    }
 }
