@@ -12,6 +12,7 @@ pub mod cql;
 mod cursor;
 pub mod embedded;
 mod key;
+mod mutation;
 mod paging;
 mod record;
 mod table;
@@ -21,6 +22,7 @@ pub use cursor::{Cursor, fnv1a_hex, fnv1a_hex_bytes};
 #[cfg(test)]
 pub(crate) use cursor::{decode_cursor, encode_cursor};
 pub(crate) use cursor::{fnv1a, slice_fingerprint};
+pub use mutation::Mutation;
 pub use paging::{Contention, pages, table_pages};
 
 /// The id that begins the embedded engine's keys of `table` (see `key.rs`).
@@ -168,76 +170,6 @@ impl Page {
                 .collect(),
             has_next,
         }
-    }
-}
-
-/// One write inside an atomic batch.
-#[derive(Clone, Debug)]
-pub enum Mutation {
-    /// Replace the whole row (every column not set becomes null), with an optional TTL in seconds.
-    Upsert { row: Row, ttl: Option<u32> },
-    /// Delete the rows whose key starts with `key` (at least the whole partition key).
-    Delete {
-        table: &'static Table,
-        key: Vec<Value>,
-    },
-    /// Add `by` (negative: subtract) to the counter `column` of the row at
-    /// `key` (a whole primary key; a missing row counts from 0). Not
-    /// idempotent: on Cassandra it is a `counter` update sent once, after
-    /// the batch's other writes and never retried (cql/README.md,
-    /// "Counters"); on the embedded engine it is in the batch's transaction.
-    Add {
-        table: &'static Table,
-        key: Vec<Value>,
-        column: &'static str,
-        by: i64,
-    },
-}
-
-impl Mutation {
-    pub fn upsert(row: Row) -> Self {
-        Mutation::Upsert { row, ttl: None }
-    }
-    pub fn delete(table: &'static Table, key: Vec<Value>) -> Self {
-        Mutation::Delete { table, key }
-    }
-    pub fn validate(&self) -> Result<(), StoreError> {
-        match self {
-            Mutation::Upsert { row, ttl } => {
-                if *ttl == Some(0) {
-                    return Err(StoreError::Invalid("a TTL must be positive".into()));
-                }
-                if row.table.is_counter() {
-                    return Err(StoreError::Invalid(format!(
-                        "{}: counters change by adding only",
-                        row.table.name
-                    )));
-                }
-                row.validate()
-            }
-            Mutation::Delete { table, key } => check_key(table, key, false),
-            Mutation::Add {
-                table, key, column, ..
-            } => {
-                check_key(table, key, true)?;
-                match table.index_of(column).map(|i| table.column(i).ty) {
-                    Some(ColumnType::Counter) => Ok(()),
-                    _ => Err(StoreError::Invalid(format!(
-                        "{}.{column} is not a counter",
-                        table.name
-                    ))),
-                }
-            }
-        }
-    }
-    /// The table it writes to and the key it names.
-    pub fn target(&self) -> Result<(&'static Table, Vec<Value>), StoreError> {
-        Ok(match self {
-            Mutation::Upsert { row, .. } => (row.table, row.key()?),
-            Mutation::Delete { table, key } | Mutation::Add { table, key, .. } => {
-                (*table, key.clone())
-            }
-        })
     }
 }
 
