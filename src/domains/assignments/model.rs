@@ -278,7 +278,35 @@ pub struct CreatorCount {
     pub count: i64,
 }
 
+/// Count rows read a page (a portal has one a creator and status).
+const COUNT_PAGE: usize = 1_000;
+
 impl CreatorCount {
+    /// A portal's counts as stored, by creator and status, in that order,
+    /// without the zero ones.
+    pub async fn of_portal(
+        store: &DynStore,
+        portal_id: &str,
+    ) -> Result<Vec<CreatorCount>, StoreError> {
+        use futures::TryStreamExt;
+        let slice = crate::store::Slice::partition(vec![portal_id.into()]).limit(COUNT_PAGE);
+        let mut rows = std::pin::pin!(crate::store::pages(
+            store.as_ref(),
+            &ASSIGNMENT_COUNTS,
+            slice
+        ));
+        let mut out = Vec::new();
+        while let Some(page) = rows.try_next().await? {
+            out.extend(
+                page.rows
+                    .iter()
+                    .filter_map(CreatorCount::from_row)
+                    .filter(|c| c.count != 0),
+            );
+        }
+        Ok(out)
+    }
+
     pub fn from_row(r: &Row) -> Option<CreatorCount> {
         Some(CreatorCount {
             creator: r.text("creator")?.to_owned(),

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 
 use super::model::*;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 
 use crate::store::buckets::all_buckets;
 use crate::store::{DynStore, Mutation, Row, Slice, StoreError, Table};
@@ -208,12 +208,7 @@ pub async fn repair_views(
                 (Some(_), Some(_)) => entry.different += 1,
             }
             let (portal_id, creator, status) = key;
-            fixes.push(Mutation::Add {
-                table: &ASSIGNMENT_COUNTS,
-                key: vec![portal_id.as_str().into(), creator.as_str().into(), status.as_str().into()],
-                column: "assignments",
-                by,
-            });
+            fixes.push(count_change(portal_id, creator, *status, by));
         }
     }
     if repair {
@@ -223,10 +218,14 @@ pub async fn repair_views(
 }
 
 /// Counts by (portal, creator, status).
-type Counts = BTreeMap<(String, String, String), i64>;
+type Counts = BTreeMap<(String, String, AssignmentStatus), i64>;
 
-fn count_key(portal_id: &str, creator: &str, status: AssignmentStatus) -> (String, String, String) {
-    (portal_id.to_owned(), creator.to_owned(), status.as_str().to_owned())
+fn count_key(
+    portal_id: &str,
+    creator: &str,
+    status: AssignmentStatus,
+) -> (String, String, AssignmentStatus) {
+    (portal_id.to_owned(), creator.to_owned(), status)
 }
 
 fn of_portal(counts: &Counts, portal: &str) -> Counts {
@@ -237,19 +236,21 @@ fn of_portal(counts: &Counts, portal: &str) -> Counts {
         .collect()
 }
 
-/// The stored counts (all portals', or one's).
+/// The stored counts (all portals', or one's), without the zero ones.
 async fn stored_counts(store: &DynStore, portal: Option<&str>) -> Result<Counts, StoreError> {
     let mut out = Counts::new();
-    let mut rows = match portal {
-        Some(p) => {
-            let slice = Slice::partition(vec![p.into()]).limit(PAGE);
-            pages(store.as_ref(), &ASSIGNMENT_COUNTS, slice).boxed()
+    if let Some(p) = portal {
+        for c in CreatorCount::of_portal(store, p).await? {
+            out.insert(count_key(p, &c.creator, c.status), c.count);
         }
-        None => table_pages(store.as_ref(), &ASSIGNMENT_COUNTS, None, PAGE).boxed(),
-    };
+        return Ok(out);
+    }
+    let mut rows = std::pin::pin!(table_pages(store.as_ref(), &ASSIGNMENT_COUNTS, None, PAGE));
     while let Some(page) = rows.try_next().await? {
         for r in &page.rows {
-            if let (Some(p), Some(c)) = (r.text("top_level_category_id"), CreatorCount::from_row(r)) {
+            if let (Some(p), Some(c)) = (r.text("top_level_category_id"), CreatorCount::from_row(r))
+                && c.count != 0
+            {
                 out.insert(count_key(p, &c.creator, c.status), c.count);
             }
         }

@@ -3,13 +3,7 @@
 //! ([`ASSIGNMENT_COUNTS`]), and the figures an editor judges a suggestion
 //! algorithm by.
 
-use futures::TryStreamExt;
-
 use super::*;
-use crate::store::pages;
-
-/// Count rows read a page (a portal has one a creator and status).
-const COUNT_PAGE: usize = 1_000;
 
 /// One creator's assignments in a portal, as an editor judges the algorithm
 /// (or the person) behind them.
@@ -72,18 +66,7 @@ impl Assignments {
     /// zero ones; BAD_USER_INPUT for an id that is not a portal's.
     pub async fn counts(&self, portal_id: &str) -> ApiResult<Vec<CreatorCount>> {
         self.check_portal(portal_id).await?;
-        let slice = Slice::partition(vec![portal_id.into()]).limit(COUNT_PAGE);
-        let mut rows = std::pin::pin!(pages(self.store.as_ref(), &ASSIGNMENT_COUNTS, slice));
-        let mut out = Vec::new();
-        while let Some(page) = rows.try_next().await? {
-            out.extend(
-                page.rows
-                    .iter()
-                    .filter_map(CreatorCount::from_row)
-                    .filter(|c| c.count != 0),
-            );
-        }
-        Ok(out)
+        Ok(CreatorCount::of_portal(&self.store, portal_id).await?)
     }
 }
 
