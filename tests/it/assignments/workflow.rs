@@ -305,16 +305,18 @@ async fn a_bulk_transition_queues_only_the_objects_whose_transition_applied(engi
         "only the applied transitions are queued"
     );
 
-    // Two deletions whose writes after the compare-and-set are lost (a crash
-    // on Cassandra; the query rows and the queue row are one batch): a retry
-    // of the same change queues one, repair-views the other.
-    for k in &keys[3..5] {
+    // Three deletions whose writes after the compare-and-set are lost (a
+    // crash on Cassandra; the query rows and the queue row are one batch): a
+    // retry of the same change queues one, another change that finds it
+    // deleted (a client retrying what it sent before the crash) the second,
+    // repair-views the third.
+    for k in &keys[3..6] {
         transition(&contributor, k, "PUBLISHED", "DELETESUGGESTED").await;
     }
     let faulty = Faulty::new(app.store.clone());
     *faulty.fail_apply_on.lock().unwrap() = vec!["release_ddbids"];
     let crashing = Assignments::new(faulty);
-    for d in &ddbs[3..5] {
+    for d in &ddbs[3..6] {
         let k = kartei::domains::assignments::model::AssignmentKey {
             portal_id: v.p.clone(),
             ddb_id: d.clone(),
@@ -335,9 +337,12 @@ async fn a_bulk_transition_queues_only_the_objects_whose_transition_applied(engi
     let r = transition(&editor, &keys[3], "DELETESUGGESTED", "DELETED").await;
     assert_eq!(code(&r), "CONFLICT");
     assert!(release_queue(&app).await.contains(&ddbs[3]));
+    let r = transition(&contributor, &keys[5], "PUBLISHED", "DELETESUGGESTED").await;
+    assert_eq!(code(&r), "CONFLICT");
+    assert!(release_queue(&app).await.contains(&ddbs[5]));
     repair_views(&app.store, true, Some(&v.p)).await.unwrap();
-    let all_five: BTreeSet<String> = ddbs[..5].iter().cloned().collect();
-    assert_eq!(mine(release_queue(&app).await), all_five);
+    let all_six: BTreeSet<String> = ddbs.iter().cloned().collect();
+    assert_eq!(mine(release_queue(&app).await), all_six);
     check_views(&app.store, &v.p).await;
 }
 

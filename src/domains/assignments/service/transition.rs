@@ -204,15 +204,8 @@ impl Assignments {
             (true, None) => Err(ApiError::Internal),
             (false, None) => Err(ApiError::NotFound("assignment".into())),
             (false, Some(c)) => {
-                if c.status == to && to.reindexes() && !self.views_written(&c).await? {
-                    // This very change, whose writes after its compare-and-set
-                    // have not landed (lost to a crash, on Cassandra): its
-                    // queue row went with them.
-                    let queued_at = self.clock.rfc3339();
-                    self.store
-                        .apply(vec![Mutation::upsert(queue_row(&c.key.ddb_id, &queued_at))])
-                        .await?;
-                }
+                // Heals a change whose writes after its compare-and-set were
+                // lost (a crash, on Cassandra), whichever change finds it.
                 self.sync_views(c.clone()).await?;
                 Err(conflict(
                     &c,
@@ -234,9 +227,23 @@ impl Assignments {
 
     /// Writes the query tables for `a`, then re-reads the base row and writes
     /// them again while a concurrent writer has changed it in between.
+    ///
+    /// `a` may be another change's, whose own writes after its
+    /// compare-and-set are still under way or were lost (a crash, on
+    /// Cassandra), and its release-queue row with them. So when `a`'s status
+    /// is one the search index sees and the query rows do not show it yet,
+    /// its ddb id is queued in the same batch: once they show it, nothing
+    /// else would find the missing queue row (a release lists by them). An id
+    /// queued twice is read twice by the reindexer; one never queued would
+    /// leave the index behind.
     pub(super) async fn sync_views(&self, mut a: Assignment) -> ApiResult<()> {
         for _ in 0..8 {
-            self.store.apply(a.view_batch()).await?;
+            let mut writes = a.view_batch();
+            if a.status.reindexes() && !self.views_written(&a).await? {
+                let queued_at = self.clock.rfc3339();
+                writes.push(Mutation::upsert(queue_row(&a.key.ddb_id, &queued_at)));
+            }
+            self.store.apply(writes).await?;
             match self.changed_since(&a).await? {
                 Some(cur) => a = cur,
                 None => return Ok(()),
