@@ -66,6 +66,12 @@ cat >"$work/dewiki.ndjson" <<'NDJSON'
 {"page_id": 43, "image": "Koelner_Dom.jpg", "origin_wiki": "commonswiki", "confidence": 0.88, "found_on": ["enwiki"], "kind": ["istype-lead-image"], "page_rev": 77, "section_heading": null, "section_index": null, "page_qid": "Q4176"}
 NDJSON
 "$bin" import-suggestions --data-dir "$work/data" --wiki dewiki "$work/dewiki.ndjson" >/dev/null
+# Catalogue records for the objects the UI test seeds (obj-001..obj-060,
+# long titles among them: the rows must still fit), handed to the server.
+for i in $(seq 1 60); do
+  printf '{"ddbId": "obj-%03d", "title": "Objekt %d: Photographie einer Straßenszene mit Straßenbahn, Passanten und Litfaßsäule", "institution": "Stadtmuseum"}\n' "$i" "$i"
+done >"$work/objects.ndjson"
+"$bin" import-objects --data-dir "$work/data" "$work/objects.ndjson" >/dev/null
 echo "edge-tests: the curators' UI in Chromium, offline"
 node tests/edge/ui.mjs "http://127.0.0.1:$port" "$(mint editor editor)" "$(mint editor2 editor)" \
   "$(mint contributor contributor)" "$(mint machine machine)" "$token"

@@ -37,6 +37,11 @@ pub const DEMO_VOCABULARY: &str = include_str!("../demo/vocabulary.ndjson");
 /// a queue to review.
 pub const DEMO_ASSIGNMENTS: &str = include_str!("../demo/assignments.ndjson");
 
+/// What the catalogue says of the demo objects (titles and institutions,
+/// made up; no images, so the demo fetches nothing), all but four, which show
+/// an object nobody has described.
+pub const DEMO_OBJECTS: &str = include_str!("../demo/objects.ndjson");
+
 pub use domains::tables;
 
 #[cfg(test)]

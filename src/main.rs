@@ -194,6 +194,12 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             batch(job, &a.on, Some(Input::from_arg(&a.file))).await
         }
+        Command::ImportObjects(a) => {
+            let job = Job::ImportObjects {
+                concurrency: a.concurrency,
+            };
+            batch(job, &a.on, Some(Input::from_arg(&a.file))).await
+        }
         Command::ImportSuggestions(a) => {
             let job = Job::ImportSuggestions {
                 wiki: a.wiki,
@@ -293,6 +299,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             )
             .await?;
             eprintln!("demo suggestions: {}", report.summary());
+            let report = kartei::domains::objects::import::import(
+                &kartei::domains::objects::service::Objects::new(store.clone()),
+                &kartei::app::binaries(&args.binaries, store.clone())?,
+                &kartei::kernel::roles::Principal::local(
+                    "demo",
+                    &[kartei::kernel::roles::Role::Machine],
+                ),
+                kartei::DEMO_OBJECTS.as_bytes(),
+                kartei::DEMO_OBJECTS.len(),
+                1,
+            )
+            .await?;
+            eprintln!("demo objects: {}", report.summary());
         } else {
             eprintln!("demo vocabulary: the store already has portals, nothing loaded");
         }

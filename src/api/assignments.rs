@@ -75,6 +75,14 @@ impl Assignment {
             .await?
             .map(Keyword::metered))
     }
+    /// What the catalogue says of the object (`kartei import-objects`);
+    /// null when no import named it.
+    async fn object(
+        &self,
+        ctx: &Context<'_>,
+    ) -> Result<Option<Metered<crate::api::objects::CatalogueObject>>> {
+        crate::api::objects::object(ctx, &self.0.key.ddb_id).await
+    }
     /// The subject of the token that made the suggestion.
     async fn creator(&self) -> &str {
         &self.0.key.creator

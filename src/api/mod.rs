@@ -76,4 +76,5 @@ domain_apis! {
     suggestions: domains::suggestions::service::Suggestions => SuggestionsQuery, SuggestionsMutation;
     crawl: domains::crawl::service::Crawl => CrawlQuery, CrawlMutation;
     jobs: domains::jobs::service::Jobs => JobsQuery;
+    objects: domains::objects::service::Objects => ObjectsQuery;
 }

@@ -36,6 +36,8 @@ pub enum Command {
     ImportVocabulary(ImportArgs),
     /// Import machine suggestions (assignments) from an NDJSON file, as the machine role.
     ImportAssignments(ImportAssignmentsArgs),
+    /// Import what the catalogue says of objects (title, institution, image URL) from an NDJSON file.
+    ImportObjects(ImportObjectsArgs),
     /// Import one dataset of image suggestions for a wiki (NDJSON, gzip or not; `-` is stdin).
     ImportSuggestions(ImportSuggestionsArgs),
     /// The image-suggestion datasets of a wiki: list, rollback, purge.
@@ -347,6 +349,17 @@ pub struct ImportAssignmentsArgs {
     #[arg(long, env = "KARTEI_CREATOR")]
     pub creator: String,
     /// How many chunks of 1,000 lines are written at once.
+    #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: usize,
+    #[command(flatten)]
+    pub on: RunOn,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportObjectsArgs {
+    /// The NDJSON file: one {ddbId, title, institution?, imageUrl?} per line, or `-` for stdin.
+    pub file: PathBuf,
+    /// How many chunks of 500 lines are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
     #[command(flatten)]

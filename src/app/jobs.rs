@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::domains::assignments::{self, service::Assignments};
 use crate::domains::jobs::model::JobState;
 use crate::domains::jobs::service::{Jobs, Tracked};
+use crate::domains::objects::service::Objects;
 use crate::domains::suggestions::service::Suggestions;
 use crate::domains::themes::{import as vocabulary, service::Themes};
 use crate::kernel::ndjson::BadLines;
@@ -31,6 +32,9 @@ pub enum Job {
     },
     ImportAssignments {
         creator: String,
+        concurrency: usize,
+    },
+    ImportObjects {
         concurrency: usize,
     },
     ImportSuggestions {
@@ -68,6 +72,7 @@ impl Job {
             self,
             Job::ImportVocabulary { .. }
                 | Job::ImportAssignments { .. }
+                | Job::ImportObjects { .. }
                 | Job::ImportSuggestions { .. }
         )
     }
@@ -78,6 +83,7 @@ impl Job {
         match self {
             Job::ImportVocabulary { .. }
             | Job::ImportAssignments { .. }
+            | Job::ImportObjects { .. }
             | Job::ImportSuggestions { .. }
             | Job::SuggestionsList { .. } => &[Role::Machine, Role::Admin],
             Job::RepairViews { .. }
@@ -93,6 +99,7 @@ impl Job {
         match self {
             Job::ImportVocabulary { .. } => "import-vocabulary",
             Job::ImportAssignments { .. } => "import-assignments",
+            Job::ImportObjects { .. } => "import-objects",
             Job::ImportSuggestions { .. } => "import-suggestions",
             Job::RepairViews { .. } => "repair-views",
             Job::GcBinaries { .. } => "gc-binaries",
@@ -237,6 +244,29 @@ impl Console {
             );
         }
     }
+
+    /// How an import that writes row by row ended: its bad lines, its
+    /// summary, and when the store stopped it, where and that a rerun goes
+    /// on (`rerun`: what a rerun does with what is there). Its exit status:
+    /// 0, or 1 with bad lines or stopped.
+    fn import_ended(
+        &mut self,
+        shown: &str,
+        errors: &BadLines,
+        summary: String,
+        stopped: Option<&str>,
+        rerun: &str,
+    ) -> u8 {
+        self.bad_lines(shown, errors);
+        self.err(summary);
+        if let Some(why) = stopped {
+            self.err(format!(
+                "error: the import stopped {why}. What came before is written; run the same command again once that is fixed ({rerun})."
+            ));
+            return 1;
+        }
+        u8::from(!errors.is_empty())
+    }
 }
 
 fn failed(e: crate::kernel::error::ApiError) -> anyhow::Error {
@@ -378,15 +408,35 @@ async fn execute(
                 concurrency,
             )
             .await?;
-            console.bad_lines(&input.shown, &report.errors);
-            console.err(report.summary());
-            if let Some(why) = &report.stopped {
-                console.err(format!(
-                    "error: the import stopped {why}. What came before is written; run the same command again once that is fixed (rows already present are skipped)."
-                ));
-                return Ok(1);
-            }
-            Ok(u8::from(!report.errors.is_empty()))
+            Ok(console.import_ended(
+                &input.shown,
+                &report.errors,
+                report.summary(),
+                report.stopped.as_deref(),
+                "rows already present are skipped",
+            ))
+        }
+        Job::ImportObjects { concurrency } => {
+            let (input, read, size) = opened(input, read)?;
+            // Registering checks an image URL only: the crawler of the
+            // server that fetches it applies that server's own rules.
+            let binaries = super::binaries(&super::config::BinaryArgs::default(), store.clone())?;
+            let report = crate::domains::objects::import::import(
+                &Objects::new(store),
+                &binaries,
+                &Principal::local("import-objects", &[Role::Machine]),
+                std::io::BufReader::new(read),
+                size,
+                concurrency,
+            )
+            .await?;
+            Ok(console.import_ended(
+                &input.shown,
+                &report.errors,
+                report.summary(),
+                report.stopped.as_deref(),
+                "objects already as the file says are left alone",
+            ))
         }
         Job::ImportSuggestions {
             wiki,

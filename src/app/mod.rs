@@ -19,6 +19,7 @@ use crate::domains::binaries::render_budget::RenderLimits;
 use crate::domains::binaries::service::{Binaries, BinaryConfig};
 use crate::domains::crawl::service::{Crawl, CrawlConfig, Links};
 use crate::domains::jobs::service::Jobs;
+use crate::domains::objects::service::Objects;
 use crate::domains::suggestions::service::Suggestions;
 use crate::domains::themes::service::Themes;
 use crate::domains::web::{FetchLimits, FetchPolicy, Fetcher};
@@ -52,6 +53,9 @@ impl App {
             .with_feed(feed(&limits.feed))
             .with_clock(clock.clone());
         assignments.events().spawn_tail(Duration::from_millis(250));
+        let objects = Objects::new(store.clone())
+            .with_clock(clock.clone())
+            .with_url_pattern(&edge.object_url_pattern);
         let services = Services {
             themes: themes.clone(),
             assignments: assignments.clone(),
@@ -59,6 +63,7 @@ impl App {
             suggestions: suggestions.clone(),
             crawl: crawl.clone(),
             jobs: Jobs::new(store.clone()).with_clock(clock),
+            objects: objects.clone(),
         };
         let schema = schema(Some(services.clone()), &limits, edge.federation);
         let live_schema = live_schema(services, &limits, edge.federation);
@@ -80,6 +85,7 @@ impl App {
             binaries,
             suggestions,
             crawl,
+            objects,
             limits,
             edge,
             sockets,

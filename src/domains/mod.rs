@@ -3,7 +3,8 @@
 //! it never sees GraphQL or HTTP (`api`, `edge`). A domain may use another's
 //! service only where the list below allows it (a test keeps it so):
 //! assignments -> themes (the vocabulary a suggestion names), binaries -> web
-//! (the safe fetcher), crawl -> binaries and web (it fetches their bodies).
+//! (the safe fetcher), crawl -> binaries and web (it fetches their bodies),
+//! objects -> binaries (an object's image is registered as a binary).
 
 /// Every domain, once: its module, and its `TABLES` in [`tables`]. A new
 /// domain is one more name here (themes first: the server probes its first
@@ -27,4 +28,5 @@ domains! {
     crawl,
     web,
     jobs,
+    objects,
 }

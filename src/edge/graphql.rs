@@ -411,6 +411,11 @@ pub(crate) fn with_loaders(app: &AppState, request: GqlRequest, batches: &Batche
     let window = Duration::from_millis(app.limits.batch_window_ms);
     request
         .data(ThemeLoaders::new(&app.themes, window, batches))
+        .data(crate::api::objects::ObjectLoader::new(
+            &app.objects,
+            window,
+            batches,
+        ))
         .data(crate::api::suggestion_loaders::page_loader(
             &app.suggestions,
             window,

@@ -263,6 +263,16 @@ pub struct EdgeArgs {
     /// `_entities`; Keyword, Category, Assignment and Binary are entities).
     #[arg(long, env = "KARTEI_FEDERATION")]
     pub federation: bool,
+    /// The link to an object's page that the API gives with each catalogue
+    /// object (`CatalogueObject.url`): `{ddbId}` is replaced by the object's
+    /// id, `{portalId}` by the portal's where one is asked for.
+    #[arg(
+        long,
+        env = "KARTEI_OBJECT_URL_PATTERN",
+        default_value = crate::domains::objects::service::DEFAULT_URL_PATTERN,
+        value_parser = parse_url_pattern
+    )]
+    pub object_url_pattern: String,
 }
 
 impl Default for EdgeArgs {
@@ -272,8 +282,13 @@ impl Default for EdgeArgs {
             cache_max_age: 5,
             web_dir: None,
             federation: false,
+            object_url_pattern: crate::domains::objects::service::DEFAULT_URL_PATTERN.into(),
         }
     }
+}
+
+fn parse_url_pattern(s: &str) -> Result<String, String> {
+    crate::domains::objects::service::check_url_pattern(s).map(|()| s.to_owned())
 }
 
 /// `*`, or an origin as browsers send it: `scheme://host[:port]`, nothing more.

@@ -36,6 +36,7 @@ pub struct AppState {
     pub binaries: Binaries,
     pub suggestions: Suggestions,
     pub crawl: Crawl,
+    pub objects: crate::domains::objects::service::Objects,
     pub limits: Limits,
     pub edge: EdgeArgs,
     /// WebSocket places (subscriptions): at most `--max-connections` in all

@@ -4,6 +4,7 @@
 //! (`roles`), the request limits (`limits`), the metrics, and the importers'
 //! line reader and progress bar. It imports nothing of the crate.
 
+pub mod chunked;
 pub mod error;
 pub mod limits;
 pub mod metrics;

@@ -601,6 +601,38 @@ await step('sort by confidence (highest first, over the merged review statuses) 
   return [];
 });
 
+await step('object context: titles in the rows, the catalogue record and its link on the object page, an unknown id says so', async () => {
+  // The demo's objects (`serve --demo` imports demo/objects.ndjson).
+  const demo = 'c-wr';
+  const { assignments: a } = await gql(
+    'query D($p: ID!) { assignments(portalId: $p, first: 50) { nodes { ddbId object { title institution url } } } }',
+    { p: demo },
+  );
+  const known = a.nodes.filter((n) => n.object);
+  check(known.length > 0, 'no demo assignment has an object record');
+  const page = await open(editor, `/ui/queue?portal=${demo}&status=AUTOSUGGESTED`);
+  await rowsShown(page);
+  const shown = await page.locator(`${ROWS} [data-testid=object-title]`).evaluateAll((els) => els.map((e) => e.getAttribute('title')));
+  check(shown.length > 0, 'no row shows an object title');
+  const titles = new Set(known.map((n) => n.object.title));
+  check(shown.every((t) => titles.has(t)), `a row shows a title the API does not give: ${shown.find((t) => !titles.has(t))}`);
+  await sane(page);
+  await page.close();
+
+  const one = known[0];
+  const obj = await open(editor, `/ui/object/${encodeURIComponent(one.ddbId)}`);
+  const context = obj.locator('[data-testid=object-context]');
+  await context.locator('[data-testid=object-title]').waitFor({ timeout: TIMEOUT });
+  check((await context.locator('[data-testid=object-title]').innerText()).trim() === one.object.title, 'the object page shows another title');
+  check((await context.innerText()).includes(one.object.institution), 'the object page does not name the institution');
+  check((await context.locator('a').getAttribute('href')) === one.object.url, 'the portal link is not the API\'s url');
+
+  const unknown = await open(editor, '/ui/object/never-imported-object');
+  await unknown.locator('[data-testid=object-unknown]').waitFor({ timeout: TIMEOUT });
+  check((await unknown.locator('[data-testid=object-unknown]').innerText()).includes('never-imported-object'), 'the unknown id is not named');
+  return [obj, unknown];
+});
+
 await step('export the filter shown as NDJSON and CSV (the server streams it)', async () => {
   const page = await open(editor, queuePath);
   await rowsShown(page);

@@ -17,6 +17,7 @@ const DOMAIN_ARROWS: &[(&str, &str)] = &[
     ("binaries", "web"),
     ("crawl", "binaries"),
     ("crawl", "web"),
+    ("objects", "binaries"),
 ];
 
 /// Where a source file sits: its layer's index and, in `domains`, its domain.

@@ -15,5 +15,6 @@ mod hostile;
 mod http;
 mod layers;
 mod live;
+mod objects;
 mod suggestions;
 mod themes;

@@ -31,6 +31,8 @@ export async function view(root, ctx) {
   fill(root, h('h1', null, ddbId ? `${t('object')} ${ddbId}` : t('object')), form);
   if (!ddbId) return;
 
+  const context = h('section', { class: 'panel object-context', 'data-testid': 'object-context', 'aria-labelledby': 'o-c' });
+  root.append(context);
   const assignments = h('section', { class: 'panel', 'data-testid': 'object-assignments', 'aria-labelledby': 'o-a' });
   const images = h('section', { class: 'panel', 'data-testid': 'images', 'aria-labelledby': 'o-i' });
   root.append(h('div', { class: 'grid2' }, assignments, images));
@@ -191,5 +193,25 @@ export async function view(root, ctx) {
     if (slot) fill(slot, await zoomView(b.iiifInfoUrl, `${t('image')} ${ddbId}`));
   };
 
-  await Promise.all([loadAssignments(), loadImages()]);
+  /** What the catalogue says of the object, or that it has not said anything. */
+  const loadContext = async () => {
+    try {
+      const { catalogueObject: o } = await gql('query C($id: ID!) { catalogueObject(ddbId: $id) { title institution url } }', { id: ddbId });
+      fill(
+        context,
+        h('h2', { id: 'o-c' }, t('catalogue')),
+        o
+          ? [
+              h('p', { class: 'lead', 'data-testid': 'object-title' }, o.title),
+              o.institution ? h('p', null, `${t('institution')}: `, o.institution) : null,
+              h('p', null, h('a', { href: o.url, rel: 'noreferrer', target: '_blank' }, t('onPortal'))),
+            ]
+          : h('p', { class: 'empty', 'data-testid': 'object-unknown' }, t('objectUnknown', { id: ddbId })),
+      );
+    } catch (e) {
+      fill(context, h('p', { class: 'error', role: 'alert' }, errorText(e)));
+    }
+  };
+
+  await Promise.all([loadContext(), loadAssignments(), loadImages()]);
 }

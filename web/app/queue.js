@@ -29,6 +29,7 @@ const SELECTION_KEY = 'kartei.selection';
  * @property {string} status @property {number | null} confidence @property {string} createdAt
  * @property {string} modifiedAt @property {{ id: string, label: string } | null} keyword
  * @property {{ id: string, label: string } | null} childCategory
+ * @property {{ title: string, institution: string | null, url: string } | null} [object] what the catalogue says of it
  * @property {{ kind: 'ok' | 'error' | 'conflict' | 'live', text: string } | undefined} [result]
  */
 
@@ -416,7 +417,12 @@ export async function view(root, ctx) {
         }),
       ),
       h('td', { class: 'thumb' }),
-      h('td', { class: 'ddb' }, h('a', { href: `/ui/object/${encodeURIComponent(r.ddbId)}`, 'data-link': '', 'aria-label': t('openObject', { id: r.ddbId }) }, r.ddbId)),
+      h(
+        'td',
+        { class: 'ddb' },
+        h('a', { href: `/ui/object/${encodeURIComponent(r.ddbId)}`, 'data-link': '', 'aria-label': t('openObject', { id: r.ddbId }) }, r.ddbId),
+        r.object ? h('div', { class: 'obj' }, h('span', { class: 'title', 'data-testid': 'object-title', title: r.object.title }, r.object.title), r.object.institution ? h('span', { class: 'hint' }, r.object.institution) : null) : null,
+      ),
       h('td', null, h('button', { type: 'button', class: 'link', 'aria-haspopup': 'true', onclick: () => showKeyword(r.keywordId) }, label)),
       h('td', null, r.childCategory ? r.childCategory.label : r.childCategoryId),
       h('td', null, r.creator),
@@ -483,7 +489,8 @@ export async function view(root, ctx) {
     rows.forEach((r, i) => {
       if (i === 0 || rows[i - 1].ddbId !== r.ddbId) {
         const n = rows.filter((x) => x.ddbId === r.ddbId).length;
-        out.push(h('tr', { class: 'group', 'data-group': r.ddbId }, h('th', { colspan: 10, scope: 'rowgroup' }, `${r.ddbId} · ${t('assignmentsN', { n })}`)));
+        const title = r.object ? ` · ${r.object.title}` : '';
+        out.push(h('tr', { class: 'group', 'data-group': r.ddbId }, h('th', { colspan: 10, scope: 'rowgroup' }, `${r.ddbId}${title} · ${t('assignmentsN', { n })}`)));
       }
       out.push(rowElement(r, i));
     });

@@ -45,7 +45,7 @@ export function keyOf(k) {
 }
 
 export const NODE = `portalId ddbId keywordId creator childCategoryId status confidence createdAt modifiedAt assignmentType
-  keyword { id label } childCategory { id label }`;
+  keyword { id label } childCategory { id label } object { title institution url }`;
 
 /**
  * Moves every row in `rows` to `to`: one `transitionAssignments` call per

@@ -13,12 +13,11 @@
 use std::io::BufRead;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use serde::Deserialize;
 
 use super::service::{Assignments, SuggestInput, Suggester, VocabularyCache};
+use crate::kernel::chunked::{self, Row};
 use crate::kernel::error::ApiError;
-use crate::kernel::progress::Progress;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -70,15 +69,13 @@ pub struct ImportReport {
 
 impl ImportReport {
     pub fn summary(&self) -> String {
-        let secs = self.elapsed.as_secs_f64().max(1e-6);
-        let rows = self.created + self.existing;
-        format!(
-            "{} assignments created, {} already present, {} errors, {:.1} s, {:.0} rows/s",
-            self.created,
-            self.existing,
-            self.errors.len(),
-            secs,
-            rows as f64 / secs
+        chunked::summary(
+            &[
+                (self.created, "assignments created"),
+                (self.existing, "already present"),
+            ],
+            &self.errors,
+            self.elapsed,
         )
     }
 }
@@ -102,48 +99,33 @@ pub async fn import(
         report.errors.push((0, e.message()));
         return Ok(report);
     }
-    let progress = Progress::start(size.max(1));
-    let mut read_error = None;
-    let lines = crate::kernel::ndjson::lines_until_error(input, &mut read_error);
-    // Parsed in this task, in chunks: (line number, input) or (line number, reason).
-    let chunks = crate::kernel::ndjson::chunks(lines, &progress, CHUNK, parse);
     let vocabulary = VocabularyCache::default();
     let (who, vocabulary) = (&who, &vocabulary);
-    let mut results = futures::stream::iter(chunks)
-        .map(|(good, bad)| async move {
-            let (numbers, inputs): (Vec<usize>, Vec<SuggestInput>) = good.into_iter().unzip();
-            let outcome = assignments.suggest_many(who, inputs, vocabulary).await;
-            (numbers, outcome, bad)
-        })
-        .buffer_unordered(concurrency.clamp(1, 64));
-    while let Some((numbers, outcome, bad)) = results.next().await {
-        report.errors.extend(bad);
-        match outcome {
-            Ok(rs) => {
-                for (n, r) in numbers.into_iter().zip(rs) {
-                    match r {
-                        Ok(_) => report.created += 1,
-                        Err(ApiError::Conflict { .. }) => report.existing += 1,
-                        Err(e) => report.errors.push((n, e.message())),
-                    }
-                }
+    let (mut created, mut existing) = (0, 0);
+    let ended = chunked::import(
+        input,
+        size,
+        CHUNK,
+        concurrency,
+        parse,
+        |inputs| assignments.suggest_many(who, inputs, vocabulary),
+        |r| match r {
+            Ok(_) => {
+                created += 1;
+                Row::Counted
             }
-            // The store failed for the whole chunk: stop, rather than fail
-            // every line that follows the same way.
-            Err(e) => {
-                let first = numbers.first().copied().unwrap_or(0);
-                report.stopped = Some(format!("at line {first}: {}", e.message()));
-                break;
+            Err(ApiError::Conflict { .. }) => {
+                existing += 1;
+                Row::Counted
             }
-        }
-    }
-    drop(results);
-    progress.finish();
-    if let Some(e) = read_error {
-        // The input itself failed: report it; what was read is imported.
-        report.errors.push((0, format!("cannot read further: {e}")));
-    }
-    report.errors.sort();
+            Err(e) => Row::Bad(e),
+        },
+    )
+    .await;
+    report.created = created;
+    report.existing = existing;
+    report.errors = ended.errors;
+    report.stopped = ended.stopped;
     report.elapsed = started.elapsed();
     Ok(report)
 }

@@ -105,6 +105,29 @@ fn batch_commands_hand_their_jobs_to_the_server_that_holds_the_data_directory() 
     .expect("the server answers");
     assert_eq!(portals["data"]["portals"][0]["id"], PORTAL, "{portals}");
 
+    // Objects: handed over too, their context readable at once.
+    let objects = dir.path().join("objects.ndjson");
+    std::fs::write(
+        &objects,
+        "{\"ddbId\": \"OBJ1\", \"title\": \"Ein Krug\", \"institution\": \"Museum\"}\n",
+    )
+    .unwrap();
+    let out = ok(&["import-objects", objects.to_str().unwrap()], &target);
+    assert!(out.contains("handed to the server that holds"), "{out}");
+    assert!(out.contains("1 objects created"), "{out}");
+    let object = run(post(
+        &http,
+        &server.url,
+        &editor,
+        "{ catalogueObject(ddbId: \"OBJ1\") { title institution } }",
+        json!({}),
+    ))
+    .expect("the server answers");
+    assert_eq!(
+        object["data"]["catalogueObject"],
+        json!({"title": "Ein Krug", "institution": "Museum"})
+    );
+
     // Bad lines: line-numbered, under the name the operator typed, exit 1.
     let bad = dir.path().join("bad.ndjson");
     std::fs::write(&bad, "{\"type\": \"category\"}\nnot json\n").unwrap();
