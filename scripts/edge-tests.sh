@@ -29,17 +29,30 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 (cd tests/edge && npm ci --no-audit --no-fund --silent)
 
+# Waits up to 10 s for URL to answer.
+waits_for() {
+  for _ in $(seq 1 100); do
+    curl -fsS "$1" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+}
+
 work=$(mktemp -d)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 secret=edge-test-secret-0123456789-0123456789
+# A real OpenID Connect provider (tests/edge/oidc.mjs, the oidc-provider
+# package) for sign-in with the authorization code flow and PKCE.
+op_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+node tests/edge/oidc.mjs "$op_port" "http://127.0.0.1:$port/ui/callback" >"$work/oidc.log" 2>&1 &
+op=$!
+trap 'kill $op 2>/dev/null || true; rm -rf "$work"' EXIT
+waits_for "http://127.0.0.1:$op_port/.well-known/openid-configuration"
 "$bin" serve --demo --data-dir "$work/data" --listen "127.0.0.1:$port" --auth-secret "$secret" \
+  --oidc-issuer "http://127.0.0.1:$op_port" --oidc-client-id kartei-ui \
   >"$work/server.log" 2>&1 &
 server=$!
-trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$work"' EXIT
-for _ in $(seq 1 100); do
-  curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+trap 'kill $server $op 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$work"' EXIT
+waits_for "http://127.0.0.1:$port/healthz"
 token=$("$bin" token --sub edge-test --roles admin --auth-secret "$secret")
 mint() { "$bin" token --sub "$1" --roles "$2" --auth-secret "$secret"; }
 
@@ -73,5 +86,6 @@ for i in $(seq 1 60); do
 done >"$work/objects.ndjson"
 "$bin" import-objects --data-dir "$work/data" "$work/objects.ndjson" >/dev/null
 echo "edge-tests: the curators' UI in Chromium, offline"
-node tests/edge/ui.mjs "http://127.0.0.1:$port" "$(mint editor editor)" "$(mint editor2 editor)" \
+KARTEI_UI_OIDC="http://127.0.0.1:$op_port" \
+  node tests/edge/ui.mjs "http://127.0.0.1:$port" "$(mint editor editor)" "$(mint editor2 editor)" \
   "$(mint contributor contributor)" "$(mint machine machine)" "$token"

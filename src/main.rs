@@ -278,6 +278,16 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let auth = Auth::from_args(&args.auth, embedded.then_some(config.data_dir.as_path()))
         .map_err(|e| usage(e.to_string()))?;
+    let auth = match &args.auth.oidc.oidc_issuer {
+        Some(issuer) => {
+            let oidc = kartei::edge::oidc::Oidc::discover(&args.auth.oidc, args.auth.token_leeway)
+                .await
+                .map_err(|e| anyhow::anyhow!("sign-in with the OpenID provider {issuer}: {e:#}"))?;
+            oidc.spawn_refresh();
+            auth.with_oidc(oidc)
+        }
+        None => auth,
+    };
     let store = open_store(&config).await?;
     if args.demo {
         let themes = Themes::new(store.clone())

@@ -41,6 +41,8 @@ pub struct AuthArgs {
     /// The audience (`aud`) every token must name, when set (minted tokens carry it).
     #[arg(long, env = "KARTEI_AUTH_AUDIENCE")]
     pub auth_audience: Option<String>,
+    #[command(flatten)]
+    pub oidc: crate::edge::oidc::OidcArgs,
 }
 
 impl Default for AuthArgs {
@@ -51,6 +53,7 @@ impl Default for AuthArgs {
             token_leeway: 5,
             auth_issuer: None,
             auth_audience: None,
+            oidc: Default::default(),
         }
     }
 }
@@ -76,9 +79,22 @@ pub struct Auth {
     leeway: u64,
     issuer: Option<String>,
     audience: Option<String>,
+    /// The institution's OpenID provider, whose ID tokens are accepted too.
+    oidc: Option<std::sync::Arc<crate::edge::oidc::Oidc>>,
 }
 
 impl Auth {
+    /// Accepts the ID tokens of `oidc` beside the tokens of the flags.
+    pub fn with_oidc(mut self, oidc: std::sync::Arc<crate::edge::oidc::Oidc>) -> Self {
+        self.oidc = Some(oidc);
+        self
+    }
+
+    /// The OpenID provider, when sign-in with one is configured.
+    pub fn oidc(&self) -> Option<&crate::edge::oidc::Oidc> {
+        self.oidc.as_deref()
+    }
+
     /// HS256 with `secret` (at least [`MIN_SECRET_BYTES`]), default checks.
     pub fn hs256(secret: &[u8]) -> anyhow::Result<Self> {
         Self::hs256_with(secret, &AuthArgs::default())
@@ -133,6 +149,7 @@ impl Auth {
             leeway,
             issuer: args.auth_issuer.clone(),
             audience: args.auth_audience.clone(),
+            oidc: None,
         }
     }
 
@@ -171,6 +188,11 @@ impl Auth {
             .ok_or_else(|| {
                 ApiError::InvalidToken("the Authorization header must be `Bearer <token>`".into())
             })?;
+        if let Some(oidc) = &self.oidc
+            && oidc.issued(token.trim())
+        {
+            return oidc.principal(token.trim());
+        }
         let data = jsonwebtoken::decode::<Claims>(token.trim(), &self.decoding, &self.validation)
             .map_err(|e| ApiError::InvalidToken(format!("invalid token: {e}")))?;
         // The subject is recorded as the creator of writes: it must name someone.

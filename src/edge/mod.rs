@@ -8,6 +8,7 @@ pub mod auth;
 pub mod graphiql;
 pub mod graphql;
 pub mod multipart;
+pub mod oidc;
 pub mod serve;
 pub mod sockets;
 mod state;
@@ -57,6 +58,7 @@ pub fn router_with(state: Arc<AppState>, more: Router<Arc<AppState>>) -> Router 
         .route("/favicon.ico", get(web::favicon))
         .route("/ui/{*path}", get(web::page))
         .route("/schema.graphql", get(schema_sdl))
+        .route("/auth/config", get(auth_config))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .merge(crate::api::binaries_rest::routes(
@@ -289,6 +291,16 @@ impl Default for EdgeArgs {
 
 fn parse_url_pattern(s: &str) -> Result<String, String> {
     crate::domains::objects::service::check_url_pattern(s).map(|()| s.to_owned())
+}
+
+/// `GET /auth/config`: how the UI may sign in (`{"oidc": null}` without a
+/// provider), public.
+async fn auth_config(
+    axum::extract::State(app): axum::extract::State<Arc<AppState>>,
+) -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({
+        "oidc": app.auth.oidc().map(oidc::Oidc::ui_config),
+    }))
 }
 
 /// `*`, or an origin as browsers send it: `scheme://host[:port]`, nothing more.

@@ -35,6 +35,7 @@ pub const FILES: &[(&str, &[u8])] = files![
     "jobs.js",
     "zoom.js",
     "live.js",
+    "oidc.js",
     "style.css",
     "favicon.svg",
 ];
@@ -68,10 +69,17 @@ pub async fn page(State(app): State<Arc<AppState>>, headers: HeaderMap) -> Respo
         return (StatusCode::NOT_FOUND, "no page").into_response();
     };
     let mut r = embedded(&headers, "text/html; charset=utf-8", "no-cache", bytes);
-    r.headers_mut().insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    // With an OpenID provider, the page exchanges the sign-in's code at
+    // its token endpoint: that origin, and only it, is added.
+    let csp = match app.auth.oidc().and_then(|o| o.token_origin()) {
+        Some(origin) => HeaderValue::from_str(&CSP.replace(
+            "connect-src 'self'",
+            &format!("connect-src 'self' {origin}"),
+        ))
+        .unwrap_or(HeaderValue::from_static(CSP)),
+        None => HeaderValue::from_static(CSP),
+    };
+    r.headers_mut().insert(header::CONTENT_SECURITY_POLICY, csp);
     r
 }
 

@@ -148,7 +148,7 @@ const browser = await chromium.launch({
 
 /** A curator's browser: a context signed in with `token` (none: a reader);
  * `temporary`: closed when the running step ends. */
-async function curator(token, label, temporary = false) {
+async function curator(token, label, temporary = false, allowed = []) {
   const context = await browser.newContext({
     viewport: { width: 1400, height: 900 },
     locale: 'de-DE',
@@ -156,8 +156,13 @@ async function curator(token, label, temporary = false) {
   });
   await context.route('**/*', (route) => {
     const url = route.request().url();
-    if (url.startsWith(origin) || url.startsWith('data:') || url.startsWith('blob:')) return route.continue();
-    outside.push(url);
+    if (url.startsWith(origin) || url.startsWith('data:') || url.startsWith('blob:') || allowed.some((o) => url.startsWith(o))) return route.continue();
+    // What the provider's own pages ask for (its fonts) is not the UI's doing.
+    let fromProvider = false;
+    try {
+      fromProvider = allowed.some((o) => route.request().frame().url().startsWith(o));
+    } catch {}
+    if (!fromProvider) outside.push(url);
     return route.abort();
   });
   await context.routeWebSocket(
@@ -395,6 +400,55 @@ await step('sign in through the dialog', async () => {
   await header.getByRole('button', { name: /Switch language|Deutsch/ }).click();
   await header.getByRole('button', { name: /Sprache wechseln|English/ }).waitFor();
   await rowsShown(page);
+  return [page];
+});
+
+await step('sign in with the institution\'s OpenID Connect provider (code flow with PKCE); roles from its claim; a forged token is refused', async () => {
+  const op = process.env.KARTEI_UI_OIDC;
+  check(op, 'KARTEI_UI_OIDC (the provider scripts/edge-tests.sh starts) is not set');
+  // The provider is the one other origin this browser may reach.
+  const context = await curator(null, 'oidc', true, [op]);
+  const from = `${queuePath}&status=AUTOSUGGESTED`;
+  const page = await context.newPage();
+  /** The authorization request, as the UI sent the browser to it. */
+  let authorize = null;
+  page.on('request', (r) => {
+    if (!authorize && r.url().startsWith(`${op}/auth`)) authorize = new URL(r.url());
+  });
+  await page.goto(`${base}${from}`);
+  await page.locator('#top').getByRole('button', { name: 'Anmelden', exact: true }).click();
+  const dialog = page.locator('dialog#signin[open]');
+  await dialog.locator('[data-testid=oidc-sign-in]').click();
+  // The provider's own pages: its login (any name; "-editor" gives the role), then consent.
+  await page.waitForURL((u) => u.toString().startsWith(op));
+  const login = page.url();
+  await page.locator('input[name=login]').fill('olga-editor');
+  await page.locator('input[name=password]').fill('secret');
+  await page.locator('button[type=submit]').click();
+  await page.waitForURL((u) => u.toString() !== login);
+  if (page.url().startsWith(op)) await page.locator('button[type=submit]').click();
+  await page.waitForURL((u) => u.toString().startsWith(base) && !u.pathname.endsWith('/callback'));
+  await page.locator('[data-testid=viewer]').filter({ hasText: 'olga-editor' }).waitFor();
+  check((await page.locator('#top .roles').innerText()).includes('editor'), 'the roles claim did not give the editor role');
+  check(new URL(page.url()).pathname + new URL(page.url()).search === from, `back at ${page.url()}, not where the sign-in began`);
+  await rowsShown(page);
+  // The ID token is the bearer token; the API takes its roles, and refuses it altered.
+  const idToken = await page.evaluate(() => sessionStorage.getItem('kartei.token'));
+  const v = (await gql('{ viewer { subject roles } }', {}, idToken)).viewer;
+  check(v && v.subject === 'olga-editor' && v.roles.join() === 'editor', `the API sees ${JSON.stringify(v)}`);
+  const [h64, p64, sig] = idToken.split('.');
+  const claims = JSON.parse(Buffer.from(p64, 'base64url').toString());
+  const forged = [h64, Buffer.from(JSON.stringify({ ...claims, roles: ['admin'] })).toString('base64url'), sig].join('.');
+  const refused = await fetch(`${base}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${forged}` },
+    body: JSON.stringify({ query: '{ viewer { subject } }' }),
+  });
+  check(refused.status === 401, `a forged ID token got ${refused.status}, not 401`);
+  // The authorization request used PKCE (S256), a state and a nonce.
+  check(authorize, 'no authorization request was seen');
+  for (const k of ['code_challenge', 'state', 'nonce']) check(authorize.searchParams.get(k), `the authorization request has no ${k}`);
+  check(authorize.searchParams.get('code_challenge_method') === 'S256', 'PKCE is not S256');
   return [page];
 });
 

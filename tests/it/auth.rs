@@ -303,3 +303,116 @@ crate::both_engines!(
     an_expired_or_not_yet_valid_token_is_refused,
     an_expired_token_closes_its_socket_with_4403,
 );
+
+/// Sign-in with an OpenID Connect provider (here a small one serving its
+/// discovery document and keys over real HTTP): its ID tokens are verified
+/// with its published key, for the configured client, in time, with the
+/// roles of the configured claim; anything else is refused, and kartei's own
+/// tokens keep working beside them.
+#[test]
+fn oidc_id_tokens_are_verified_with_the_providers_published_keys() {
+    crate::support::run(async {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+        let jwks: Value =
+            serde_json::from_slice(&std::fs::read(format!("{dir}/rs256-test-jwks.json")).unwrap())
+                .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = format!("http://{}", listener.local_addr().unwrap());
+        let discovery = json!({
+            "issuer": issuer,
+            "authorization_endpoint": format!("{issuer}/auth"),
+            "token_endpoint": format!("{issuer}/token"),
+            "jwks_uri": format!("{issuer}/jwks"),
+        });
+        let provider = axum::Router::new()
+            .route(
+                "/.well-known/openid-configuration",
+                axum::routing::get(move || async move { axum::Json(discovery) }),
+            )
+            .route(
+                "/jwks",
+                axum::routing::get(move || async move { axum::Json(jwks) }),
+            );
+        tokio::spawn(async move { axum::serve(listener, provider).await });
+
+        let args = kartei::edge::oidc::OidcArgs {
+            oidc_issuer: Some(issuer.clone()),
+            oidc_client_id: Some("kartei-ui".into()),
+            oidc_roles_claim: "realm_access.roles".into(),
+            ..Default::default()
+        };
+        let oidc = kartei::edge::oidc::Oidc::discover(&args, 5).await.unwrap();
+        let auth = kartei::edge::auth::Auth::hs256(SECRET.as_bytes())
+            .unwrap()
+            .with_oidc(oidc.clone());
+        assert_eq!(oidc.ui_config()["tokenEndpoint"], format!("{issuer}/token"));
+
+        let key = EncodingKey::from_rsa_pem(
+            &std::fs::read(format!("{dir}/rs256-test-private.pem")).unwrap(),
+        )
+        .unwrap();
+        let header = |kid: &str| {
+            let mut h = Header::new(Algorithm::RS256);
+            h.kid = Some(kid.into());
+            h
+        };
+        let claims = |extra: Value| {
+            let mut c = json!({"sub": "olga", "iss": issuer, "aud": "kartei-ui", "exp": now() + 600,
+                               "realm_access": {"roles": ["editor", "someone-elses"]}});
+            c.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            c
+        };
+        let check = |t: &str| auth.principal(Some(&format!("Bearer {t}")));
+
+        let good = jsonwebtoken::encode(&header("k1"), &claims(json!({})), &key).unwrap();
+        let p = check(&good).unwrap();
+        assert_eq!(p.sub.as_deref(), Some("olga"));
+        assert_eq!(
+            p.roles,
+            [kartei::kernel::roles::Role::Editor].into_iter().collect()
+        );
+        // An audience list that names the client is fine.
+        let listed = claims(json!({"aud": ["other", "kartei-ui"]}));
+        assert!(check(&jsonwebtoken::encode(&header("k1"), &listed, &key).unwrap()).is_ok());
+
+        for (why, extra, kid) in [
+            ("another client", json!({"aud": "another-client"}), "k1"),
+            ("expired", json!({"exp": now() - 60}), "k1"),
+            ("not yet valid", json!({"nbf": now() + 600}), "k1"),
+            ("empty subject", json!({"sub": " "}), "k1"),
+            ("a key the provider does not publish", json!({}), "k2"),
+        ] {
+            let t = jsonwebtoken::encode(&header(kid), &claims(extra), &key).unwrap();
+            assert!(
+                matches!(
+                    check(&t),
+                    Err(kartei::kernel::error::ApiError::InvalidToken(_))
+                ),
+                "{why}"
+            );
+        }
+        // Altered after signing.
+        let mut parts: Vec<String> = good.split('.').map(str::to_owned).collect();
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let mut c: Value = serde_json::from_slice(&b64.decode(&parts[1]).unwrap()).unwrap();
+        c["realm_access"]["roles"] = json!(["admin"]);
+        parts[1] = b64.encode(serde_json::to_vec(&c).unwrap());
+        assert!(check(&parts.join(".")).is_err(), "altered claims");
+        // HS256 "signed" with the provider's public key (algorithm confusion),
+        // and with kartei's own secret, naming the provider as issuer.
+        let public = std::fs::read(format!("{dir}/rs256-test-public.pem")).unwrap();
+        for secret in [public.as_slice(), SECRET.as_bytes()] {
+            let mut h = Header::new(Algorithm::HS256);
+            h.kid = Some("k1".into());
+            let t = jsonwebtoken::encode(&h, &claims(json!({})), &EncodingKey::from_secret(secret))
+                .unwrap();
+            assert!(check(&t).is_err(), "HS256 under the provider's name");
+        }
+        // kartei's own tokens work beside the provider's.
+        let own = signed(json!({"sub": "ed", "roles": ["admin"], "exp": now() + 600}));
+        assert!(check(&own).is_ok());
+    });
+}

@@ -7,6 +7,7 @@
 import { ApiError, gql, setToken, setUnauthenticatedHandler, token } from './api.js';
 import { h, fill, errorText } from './dom.js';
 import { lang, setLang, t } from './i18n.js';
+import { beginSignIn, finishSignIn, oidcConfig } from './oidc.js';
 
 /** @typedef {{ subject: string, roles: string[] }} Viewer */
 /**
@@ -166,6 +167,17 @@ function signIn(reason) {
   fill(dialog, form);
   if (!dialog.open) dialog.showModal();
   field.focus();
+  // With the institution's provider, signing in there comes first.
+  oidcConfig().then((cfg) => {
+    if (!cfg || !dialog.open) return;
+    const name = new URL(cfg.issuer).host;
+    const button = h(
+      'button',
+      { type: 'button', class: 'primary', 'data-testid': 'oidc-sign-in', onclick: () => beginSignIn(cfg, location.pathname + location.search) },
+      t('signInWith', { name }),
+    );
+    form.querySelector('h2')?.after(h('p', null, button), h('p', { class: 'hint' }, t('orPasteToken')));
+  });
 }
 
 /** Mounts the view the location names. */
@@ -198,6 +210,8 @@ async function render() {
 
 async function start() {
   setLang(lang());
+  // Asked once, early: the sign-in dialog offers the provider at once.
+  oidcConfig();
   setUnauthenticatedHandler(() => {
     viewer = null;
     header();
@@ -210,6 +224,17 @@ async function start() {
     navigate(/** @type {HTMLAnchorElement} */ (a).getAttribute('href') || '/ui/queue');
   });
   window.addEventListener('popstate', () => render());
+  if (location.pathname === '/ui/callback') {
+    // Back from the provider: the ID token becomes the session's token.
+    try {
+      const { token: idToken, returnTo } = await finishSignIn();
+      setToken(idToken);
+      history.replaceState(null, '', returnTo);
+    } catch (e) {
+      history.replaceState(null, '', '/ui/queue');
+      toast(t('signInFailed', { why: errorText(e) }), 'error');
+    }
+  }
   if (token()) {
     try {
       viewer = (await gql('{ viewer { subject roles } }')).viewer;
