@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine;
 use clap::Args;
-use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
@@ -115,7 +115,19 @@ impl Oidc {
                 discovery.issuer
             );
         }
-        let keys: JwkSet = fetch_json(&http, &discovery.jwks_uri).await?;
+        check_issuer(&discovery.jwks_uri).map_err(|_| {
+            anyhow::anyhow!(
+                "the provider's jwks_uri {} is not https",
+                discovery.jwks_uri
+            )
+        })?;
+        let keys = signing_keys(fetch_json(&http, &discovery.jwks_uri).await?);
+        if keys.keys.is_empty() {
+            anyhow::bail!(
+                "{} publishes no signing key kartei can use",
+                discovery.jwks_uri
+            );
+        }
         Ok(Arc::new(Oidc {
             issuer,
             client_id: client_id.clone(),
@@ -147,8 +159,8 @@ impl Oidc {
 
     async fn refetch(&self) {
         *self.last_fetch.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
-        match fetch_json::<JwkSet>(&self.http, &self.discovery.jwks_uri).await {
-            Ok(keys) => *self.keys.write().unwrap_or_else(|e| e.into_inner()) = keys,
+        match fetch_json::<serde_json::Value>(&self.http, &self.discovery.jwks_uri).await {
+            Ok(keys) => *self.keys.write().unwrap_or_else(|e| e.into_inner()) = signing_keys(keys),
             Err(e) => {
                 tracing::warn!(error = %e, "the OpenID provider's keys could not be read again; the known ones stay")
             }
@@ -261,6 +273,21 @@ impl Oidc {
     }
 }
 
+/// The keys of a JWKS document that verify signatures: each parsed on its
+/// own (a key of a kind this library does not read is left out, not the
+/// whole set), keys for encryption left out.
+fn signing_keys(doc: serde_json::Value) -> JwkSet {
+    let keys = doc["keys"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|k| serde_json::from_value::<Jwk>(k.clone()).ok())
+        .filter(|k| !matches!(k.common.public_key_use, Some(PublicKeyUse::Encryption)))
+        .filter(|k| !key_algorithms(k).is_empty())
+        .collect();
+    JwkSet { keys }
+}
+
 /// The algorithms a key may verify: those of its type, or the one it names.
 fn key_algorithms(jwk: &jsonwebtoken::jwk::Jwk) -> Vec<Algorithm> {
     use jsonwebtoken::jwk::KeyAlgorithm as K;
@@ -273,8 +300,15 @@ fn key_algorithms(jwk: &jsonwebtoken::jwk::Jwk) -> Vec<Algorithm> {
             Algorithm::PS384,
             Algorithm::PS512,
         ],
-        AlgorithmParameters::EllipticCurve(_) => vec![Algorithm::ES256, Algorithm::ES384],
-        AlgorithmParameters::OctetKeyPair(_) => vec![Algorithm::EdDSA],
+        AlgorithmParameters::EllipticCurve(p) => match p.curve {
+            EllipticCurve::P256 => vec![Algorithm::ES256],
+            EllipticCurve::P384 => vec![Algorithm::ES384],
+            _ => vec![],
+        },
+        AlgorithmParameters::OctetKeyPair(p) if p.curve == EllipticCurve::Ed25519 => {
+            vec![Algorithm::EdDSA]
+        }
+        AlgorithmParameters::OctetKeyPair(_) => vec![],
         // A symmetric key is the client's secret, never a provider's signature.
         AlgorithmParameters::OctetKey(_) => vec![],
     };
@@ -290,9 +324,11 @@ fn key_algorithms(jwk: &jsonwebtoken::jwk::Jwk) -> Vec<Algorithm> {
         Some(K::EdDSA) => Some(Algorithm::EdDSA),
         _ => None,
     };
-    match named {
-        Some(a) => of_type.into_iter().filter(|t| *t == a).collect(),
-        None => of_type,
+    match (named, &jwk.common.key_algorithm) {
+        (Some(a), _) => of_type.into_iter().filter(|t| *t == a).collect(),
+        // A key for another purpose (RSA-OAEP encryption, HMAC): none.
+        (None, Some(_)) => Vec::new(),
+        (None, None) => of_type,
     }
 }
 
@@ -370,6 +406,25 @@ mod tests {
         );
         assert!(roles_of(&c, &path("nothing.here")).is_empty());
         assert!(roles_of(&json!({"roles": 5}), &path("roles")).is_empty());
+    }
+
+    #[test]
+    fn only_signing_keys_are_kept_and_a_bad_one_leaves_the_others() {
+        let n = "sXchDaQebHnPiGvyDOAT4saGEUetSyo9MKLOoWFsueri23bOdgWp4Dy1WlUzewbgBHod5pcM9H95GQRV3JDXboIRROSBigeC5yjU1hGzHHyXss8UDprecbAYxknTcQkhslANGRUZmdTOQ5qTRsLAt6BTYuyvVRdhS8exSZEy_c4gs_7svlJJQ4H9_NxsiIoLwAEk7-Q3UXERGYw_75IDrGA84-lA_-Ct4eTlXHBIY2EaV7t7LjJaynVJCpkv4LKjTTAumiGUIuQhrNhZLuF_RJLqHpM2kgWFLU7-VTdL1VbC2tejvcI2BlMkEpk1BzBZI0KQB0GaDWFLN-aEAw3vRw";
+        let set = signing_keys(json!({"keys": [
+            {"kty": "RSA", "kid": "sig", "use": "sig", "alg": "RS256", "n": n, "e": "AQAB"},
+            {"kty": "RSA", "kid": "enc", "use": "enc", "n": n, "e": "AQAB"},
+            {"kty": "RSA", "kid": "oaep", "alg": "RSA-OAEP", "n": n, "e": "AQAB"},
+            {"kty": "OKP", "kid": "x", "crv": "X25519", "x": "AAAA"},
+            {"kty": "nonsense"},
+            {"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"},
+        ]}));
+        let kids: Vec<_> = set
+            .keys
+            .iter()
+            .filter_map(|k| k.common.key_id.clone())
+            .collect();
+        assert_eq!(kids, ["sig"]);
     }
 
     #[test]

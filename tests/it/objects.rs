@@ -24,6 +24,18 @@ async fn import_text(app: &TestApp, text: &str) -> ImportReport {
     .unwrap()
 }
 
+/// How many binaries the object `ddb` has.
+async fn images_of(app: &TestApp, ddb: &str) -> usize {
+    let images = app
+        .anonymous()
+        .query(
+            "query($c: String!) { binaries(context: $c) { nodes { referenceId } } }",
+            json!({ "c": ddb }),
+        )
+        .await;
+    images["binaries"]["nodes"].as_array().unwrap().len()
+}
+
 const OBJECT: &str = "query($d: ID!) { catalogueObject(ddbId: $d) { ddbId title institution url imageUrl inPortal: url(portalId: \"c-musik\") image { context status url } updatedAt } }";
 
 async fn an_import_gives_each_object_its_context(engine: Engine) {
@@ -123,17 +135,39 @@ async fn an_import_gives_each_object_its_context(engine: Engine) {
         "{}",
         again.summary()
     );
-    let images = anonymous
-        .query(
-            "query($c: String!) { binaries(context: $c) { nodes { referenceId } } }",
-            json!({"c": d[0]}),
-        )
-        .await;
+    assert_eq!(images_of(&app, &d[0]).await, 1);
+    // An import that registered the image but was killed before it wrote
+    // the row: the rerun takes that reference, not a second one.
+    let key = vec![kartei::store::Value::from(d[0].as_str())];
+    app.store
+        .apply(vec![kartei::store::Mutation::delete(
+            &kartei::domains::objects::model::OBJECTS,
+            key,
+        )])
+        .await
+        .unwrap();
+    let rerun = import_text(&app, &text).await;
     assert_eq!(
-        images["binaries"]["nodes"].as_array().unwrap().len(),
-        1,
-        "{images}"
+        (rerun.created, rerun.unchanged),
+        (1, 1),
+        "{}",
+        rerun.summary()
     );
+    assert_eq!(images_of(&app, &d[0]).await, 1);
+    // The same object twice close by: the later line is imported, the
+    // earlier one reported; a login in the image URL is not kept.
+    let twice = [
+        json!({"ddbId": d[1], "title": "Erst"}).to_string(),
+        json!({"ddbId": d[1], "title": "Dann", "imageUrl": format!("http://user:pw@{}:9/{u}/vase.jpg", origin_ip())}).to_string(),
+    ]
+    .join("\n");
+    let r = import_text(&app, &twice).await;
+    assert_eq!(r.updated, 1, "{}", r.summary());
+    assert_eq!(r.errors.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1]);
+    let o = &anonymous.query(OBJECT, json!({"d": d[1]})).await["catalogueObject"];
+    assert_eq!(o["title"], "Dann");
+    assert!(!o["imageUrl"].as_str().unwrap().contains("pw"), "{o}");
+
     // A changed title is written; a line without an image keeps the one
     // imported before.
     let changed = json!({"ddbId": d[0], "title": "Ein großer Krug"}).to_string();

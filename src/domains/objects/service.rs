@@ -117,7 +117,20 @@ impl Objects {
         inputs: Vec<ObjectInput>,
     ) -> ApiResult<Vec<ApiResult<Imported>>> {
         who.require_any(&[Role::Machine, Role::Admin])?;
-        let checked: Vec<ApiResult<ObjectInput>> = inputs.into_iter().map(checked).collect();
+        let mut checked: Vec<ApiResult<ObjectInput>> = inputs.into_iter().map(checked).collect();
+        // One object twice in a call: only its last line is imported (two
+        // at once would each register its image).
+        let mut seen = std::collections::HashSet::new();
+        for c in checked.iter_mut().rev() {
+            if let Ok(i) = c
+                && !seen.insert(i.ddb_id.clone())
+            {
+                *c = Err(ApiError::bad_input(format!(
+                    "{} comes again on a later line close by; only that line is imported",
+                    i.ddb_id
+                )));
+            }
+        }
         let ids: Vec<String> = checked
             .iter()
             .flatten()
@@ -137,12 +150,17 @@ impl Objects {
                 {
                     b.image_reference_id.clone()
                 }
-                (Some(url), _) => Some(
-                    binaries
-                        .register_url(who, url, &input.ddb_id, None)
-                        .await?
-                        .reference_id,
-                ),
+                // Registered before without the row written (a failed or
+                // killed import): that reference, not a second one.
+                (Some(url), _) => match binaries.reference_of(&input.ddb_id, url).await? {
+                    Some(r) => Some(r),
+                    None => Some(
+                        binaries
+                            .register_url(who, url, &input.ddb_id, None)
+                            .await?
+                            .reference_id,
+                    ),
+                },
                 (None, b) => b.and_then(|b| b.image_reference_id.clone()),
             };
             let object = CatalogueObject {
@@ -206,10 +224,18 @@ fn checked(mut input: ObjectInput) -> ApiResult<ObjectInput> {
             "title and institution must not contain control characters",
         ));
     }
-    input.image_url = input
-        .image_url
-        .map(|u| u.trim().to_owned())
-        .filter(|u| !u.is_empty());
+    // As registering keeps it: without a login, which readers of the
+    // object would otherwise see.
+    input.image_url = match input.image_url.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(u) => {
+            let mut parsed = url::Url::parse(u)
+                .map_err(|e| ApiError::bad_input(format!("imageUrl is not a URL: {e}")))?;
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            Some(parsed.to_string())
+        }
+    };
     Ok(input)
 }
 
@@ -283,11 +309,25 @@ mod tests {
         assert_eq!(ok.title, "Ein Titel");
         assert_eq!(ok.institution, None);
         assert_eq!(ok.image_url.as_deref(), Some("https://example.org/a.jpg"));
+        let login = checked(ObjectInput {
+            ddb_id: "D1".into(),
+            title: "t".into(),
+            image_url: Some("https://user:secret@example.org/a.jpg".into()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(login.image_url.as_deref(), Some("https://example.org/a.jpg"));
         for bad in [
             ObjectInput { ddb_id: "D1".into(), title: " ".into(), ..Default::default() },
             ObjectInput { ddb_id: "".into(), title: "t".into(), ..Default::default() },
             ObjectInput { ddb_id: "D1".into(), title: "x".repeat(MAX_TITLE + 1), ..Default::default() },
             ObjectInput { ddb_id: "D1".into(), title: "a\u{7}b".into(), ..Default::default() },
+            ObjectInput {
+                ddb_id: "D1".into(),
+                title: "t".into(),
+                image_url: Some("not a url".into()),
+                ..Default::default()
+            },
             ObjectInput {
                 ddb_id: "D1".into(),
                 title: "t".into(),

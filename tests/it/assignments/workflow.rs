@@ -346,8 +346,77 @@ async fn a_bulk_transition_queues_only_the_objects_whose_transition_applied(engi
     check_views(&app.store, &v.p).await;
 }
 
+/// An undo out of DELETED whose writes after its compare-and-set are lost
+/// (the queue row with them): the next change that finds the assignment
+/// moved on sees the query rows still showing DELETED and queues its ddb id,
+/// so the search index hears that it is back.
+async fn a_lost_undo_out_of_deleted_is_queued_by_the_next_change(engine: Engine) {
+    let app = TestApp::on(engine).with_vocabulary().build().await;
+    let v = app.vocabulary();
+    let contributor = app.as_contributor("carla");
+    let editor = app.as_editor("erik");
+    let ddb = format!("undo-lost-{}", uid());
+    let k = key(&v.p, &ddb, &v.k1, "carla");
+    contributor
+        .query(SUGGEST, suggestion(&v.p, &ddb, &v.k1, &v.c1))
+        .await;
+    let r = transition(&editor, &k, "SUGGESTED", "ACCEPTED").await;
+    assert_eq!(
+        r["data"]["transitionAssignment"]["status"], "ACCEPTED",
+        "{r}"
+    );
+    editor
+        .query(
+            "mutation($p: ID!) { runRelease(portalId: $p) { successful } }",
+            json!({"p": v.p}),
+        )
+        .await;
+    for (who, from, to) in [
+        (&contributor, "PUBLISHED", "DELETESUGGESTED"),
+        (&editor, "DELETESUGGESTED", "DELETED"),
+    ] {
+        let r = transition(who, &k, from, to).await;
+        assert_eq!(r["data"]["transitionAssignment"]["status"], to, "{r}");
+    }
+    app.as_machine("bot")
+        .query(
+            "mutation($ids: [ID!]!) { acknowledgeRelease(ddbIds: $ids) }",
+            json!({ "ids": [ddb] }),
+        )
+        .await;
+    assert!(!release_queue(&app).await.contains(&ddb));
+
+    let faulty = Faulty::new(app.store.clone());
+    *faulty.fail_apply_on.lock().unwrap() = vec!["release_ddbids"];
+    let crashing = Assignments::new(faulty);
+    let typed = kartei::domains::assignments::model::AssignmentKey {
+        portal_id: v.p.clone(),
+        ddb_id: ddb.clone(),
+        keyword_id: v.k1.clone(),
+        creator: "carla".into(),
+    };
+    let undone = crashing
+        .undo_many(
+            &principal("erik", "editor"),
+            vec![typed],
+            AssignmentStatus::Deleted,
+        )
+        .await
+        .unwrap();
+    assert!(undone[0].1.is_ok(), "{:?}", undone[0].1);
+    assert!(
+        !release_queue(&app).await.contains(&ddb),
+        "the queue row was lost"
+    );
+
+    let r = transition(&contributor, &k, "PUBLISHED", "DELETESUGGESTED").await;
+    assert_eq!(code(&r), "CONFLICT");
+    assert!(release_queue(&app).await.contains(&ddb));
+}
+
 both_engines!(
     the_workflow_follows_the_transition_table,
     an_empty_release_is_refused_and_every_run_names_who_ran_it,
     a_bulk_transition_queues_only_the_objects_whose_transition_applied,
+    a_lost_undo_out_of_deleted_is_queued_by_the_next_change,
 );

@@ -180,7 +180,7 @@ fn a_killed_server_process_s_domain_is_taken_over() {
                 "--cassandra",
                 &std::env::var("KARTEI_TEST_CASSANDRA").unwrap(),
             ])
-            .args(["--auth-secret", "a-killed-process-secret-0123"])
+            .args(["--auth-secret", "a-killed-process-secret-0123456789-abcdef"])
             .args([
                 "--crawl",
                 "on",

@@ -230,16 +230,16 @@ impl Assignments {
     ///
     /// `a` may be another change's, whose own writes after its
     /// compare-and-set are still under way or were lost (a crash, on
-    /// Cassandra), and its release-queue row with them. So when `a`'s status
-    /// is one the search index sees and the query rows do not show it yet,
-    /// its ddb id is queued in the same batch: once they show it, nothing
-    /// else would find the missing queue row (a release lists by them). An id
-    /// queued twice is read twice by the reindexer; one never queued would
-    /// leave the index behind.
+    /// Cassandra), and its release-queue row with them. So when the index
+    /// may be behind ([`Self::index_behind`]), its ddb id is queued in the
+    /// same batch: once the query rows show `a`, nothing else would find the
+    /// missing queue row (a release lists by them). An id queued twice is
+    /// read twice by the reindexer; one never queued would leave the index
+    /// behind.
     pub(super) async fn sync_views(&self, mut a: Assignment) -> ApiResult<()> {
         for _ in 0..8 {
             let mut writes = a.view_batch();
-            if a.status.reindexes() && !self.views_written(&a).await? {
+            if self.index_behind(&a).await? {
                 let queued_at = self.clock.rfc3339();
                 writes.push(Mutation::upsert(queue_row(&a.key.ddb_id, &queued_at)));
             }
@@ -250,6 +250,29 @@ impl Assignments {
             }
         }
         Ok(())
+    }
+
+    /// Whether the search index may not have heard of `a`'s last change:
+    /// `a` has a status the index sees and the query rows do not show it yet,
+    /// or the query rows still show it under such a status (a change out of
+    /// PUBLISHED or DELETED, an undo, whose writes were lost).
+    async fn index_behind(&self, a: &Assignment) -> ApiResult<bool> {
+        if a.status.reindexes() {
+            return Ok(!self.views_written(a).await?);
+        }
+        let keys = [AssignmentStatus::Published, AssignmentStatus::Deleted]
+            .into_iter()
+            .map(|status| {
+                Assignment {
+                    status,
+                    ..a.clone()
+                }
+                .row(&OBJECTS_KEYWORDS_STATUS)
+                .key()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let found = self.store.get_many(&OBJECTS_KEYWORDS_STATUS, &keys).await?;
+        Ok(found.iter().any(Option::is_some))
     }
 
     /// Does the status query table hold `a`'s row as it is (written by the

@@ -17,6 +17,30 @@ use crate::store::{Cas, Condition, Mutation, Row};
 impl Binaries {
     // ----- registering -----
 
+    /// The reference `url` (as registering normalises it: credentials
+    /// stripped) was registered as under `context`, if it was: the one
+    /// pointing at the URL's original among the context's first 1,000.
+    pub async fn reference_of(&self, context: &str, url: &str) -> ApiResult<Option<String>> {
+        let mut parsed = match reqwest::Url::parse(url.trim()) {
+            Ok(u) => u,
+            Err(_) => return Ok(None),
+        };
+        strip_credentials(&mut parsed);
+        let mapped = self
+            .store()
+            .get(&URLS, &[parsed.as_str().into()])
+            .await?;
+        let Some(original) = url_target(mapped.as_ref()) else {
+            return Ok(None);
+        };
+        let page = self.context_page(context, 1_000, None).await?;
+        Ok(page
+            .items
+            .into_iter()
+            .find(|(_, e)| e.original_id == original)
+            .map(|(_, e)| e.reference_id))
+    }
+
     /// Registers a URL under a context: reuses the URL's original, or gives
     /// the URL to the crawl frontier (while its original waits for a body,
     /// every registration hands it over again, which heals a hand-over lost
