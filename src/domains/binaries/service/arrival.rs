@@ -391,8 +391,10 @@ impl Binaries {
                 self.unqueue(id).await?;
             }
             Err(FetchError::Permanent(e)) => {
-                self.log_original(id, &format!("ERROR: {e}")).await;
-                self.store()
+                let message = format!("ERROR: {e}");
+                let logged = self.log_original(id, &message).await;
+                let failed = self
+                    .store()
                     .cas(Cas {
                         row: original_update(id)
                             .set("status", BinaryStatus::Error.as_str())
@@ -401,6 +403,12 @@ impl Binaries {
                         ttl: None,
                     })
                     .await?;
+                // A reference attached meanwhile (an upload's, attached after
+                // its original was queued) gets the reason too; one attached
+                // from now on sees ERROR and logs it itself.
+                if failed.applied {
+                    self.log_original_except(id, &message, &logged).await;
+                }
                 self.unqueue(id).await?;
             }
             Err(FetchError::Temporary(e)) => {

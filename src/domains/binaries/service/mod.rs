@@ -444,19 +444,34 @@ impl Binaries {
         Ok(rows.iter().map(|r| r.string("reference_id")).collect())
     }
 
-    async fn log_original(&self, original_id: &str, message: &str) {
+    /// Logs `message` to every reference of the original; returns those.
+    async fn log_original(&self, original_id: &str, message: &str) -> Vec<String> {
+        self.log_original_except(original_id, message, &[]).await
+    }
+
+    /// As [`Self::log_original`], leaving out the references in `done`.
+    async fn log_original_except(
+        &self,
+        original_id: &str,
+        message: &str,
+        done: &[String],
+    ) -> Vec<String> {
         let result = match self.refs_of(original_id).await {
-            Ok(refs) => self.log(&refs, message).await,
+            Ok(mut refs) => {
+                refs.retain(|r| !done.contains(r));
+                self.log(&refs, message).await.map(|()| refs)
+            }
             Err(e) => Err(e),
         };
-        if let Err(e) = result {
+        result.unwrap_or_else(|e| {
             tracing::warn!(
                 original_id,
                 message,
                 error = e.message(),
                 "could not write a log line"
             );
-        }
+            Vec::new()
+        })
     }
 }
 

@@ -443,6 +443,14 @@ impl Binaries {
             ),
         )
         .await?;
+        // The worker may have taken the original (queued above) and failed
+        // it before this reference was attached, logging the reason to the
+        // references it found then: none. The reference gets it here.
+        if o.status == Some(BinaryStatus::Error) {
+            let why = o.error.as_deref().unwrap_or("processing failed");
+            self.log(std::slice::from_ref(&reference.id), &format!("ERROR: {why}"))
+                .await?;
+        }
         self.inner.wake.notify_one();
         Ok(Registered {
             reference_id: reference.id,
