@@ -28,6 +28,21 @@ if ! command -v chromium >/dev/null 2>&1; then
   apt-get install -y -qq chromium >/dev/null
 fi
 (cd tests/edge && npm ci --no-audit --no-fund --silent)
+# Mirador 4's standalone build, from its npm tarball (pinned by its
+# integrity; not an npm dependency: its peers, React and MUI, are bundled
+# into that file but npm would install them all again).
+mirador_dir=${XDG_CACHE_HOME:-$HOME/.cache}/kartei/mirador-4.0.0
+mirador_sri=sha512-uWsE9e2oqSc/lUu+vVwDGhTsycuhGsfZ2KfX6CLfXiT3wgGy6qT9+q5M3V9Zz72hkdIgsJugKesaowmRtYmvrA==
+if [ ! -f "$mirador_dir/mirador.min.js" ]; then
+  echo "edge-tests: fetching mirador 4.0.0 from npm"
+  mkdir -p "$mirador_dir/pack"
+  (cd "$mirador_dir/pack" && npm pack --silent mirador@4.0.0 >/dev/null)
+  got="sha512-$(openssl dgst -sha512 -binary "$mirador_dir/pack/mirador-4.0.0.tgz" | base64 -w0)"
+  [ "$got" = "$mirador_sri" ] || { echo "edge-tests: mirador-4.0.0.tgz has $got, not $mirador_sri" >&2; exit 1; }
+  tar -xzf "$mirador_dir/pack/mirador-4.0.0.tgz" -C "$mirador_dir/pack" package/dist/mirador.min.js
+  mv "$mirador_dir/pack/package/dist/mirador.min.js" "$mirador_dir/mirador.min.js"
+  rm -rf "$mirador_dir/pack"
+fi
 
 # Waits up to 10 s for URL to answer.
 waits_for() {
@@ -84,8 +99,14 @@ NDJSON
 for i in $(seq 1 60); do
   printf '{"ddbId": "obj-%03d", "title": "Objekt %d: Photographie einer Straßenszene mit Straßenbahn, Passanten und Litfaßsäule", "institution": "Stadtmuseum"}\n' "$i" "$i"
 done >"$work/objects.ndjson"
+mirador_object=MIRADOR0000000000000000000000001
+printf '{"ddbId": "%s", "title": "Photographie: Theaterplatz in Weimar", "institution": "Stadtmuseum"}\n' "$mirador_object" >>"$work/objects.ndjson"
 "$bin" import-objects --data-dir "$work/data" "$work/objects.ndjson" >/dev/null
 echo "edge-tests: the curators' UI in Chromium, offline"
 KARTEI_UI_OIDC="http://127.0.0.1:$op_port" \
   node tests/edge/ui.mjs "http://127.0.0.1:$port" "$(mint editor editor)" "$(mint editor2 editor)" \
   "$(mint contributor contributor)" "$(mint machine machine)" "$token"
+echo "edge-tests: Mirador 4 opens an object's IIIF manifest in Chromium, offline"
+node tests/edge/mirador.mjs "http://127.0.0.1:$port" "$mirador_dir/mirador.min.js" \
+  "$(mint machine machine)" "$(mint editor editor)" "$mirador_object" \
+  "${KARTEI_UI_SHOTS:-$work}/mirador.png"

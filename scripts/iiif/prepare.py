@@ -35,12 +35,12 @@ def test_image() -> bytes:
     return out.getvalue()
 
 
-def upload(base: str, token: str, png: bytes) -> str:
+def upload(base: str, token: str, png: bytes, context: str = "iiif-validation") -> str:
     boundary = "kartei-" + uuid.uuid4().hex
     body = (
-        f"--{boundary}\r\nContent-Disposition: form-data; name=\"context\"\r\n\r\niiif-validation\r\n"
-        f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"test.png\"\r\n"
-        "Content-Type: image/png\r\n\r\n"
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"context\"\r\n\r\n{context}\r\n"
+        f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"test\"\r\n"
+        "Content-Type: application/octet-stream\r\n\r\n"
     ).encode() + png + f"\r\n--{boundary}--\r\n".encode()
     req = urllib.request.Request(
         f"{base}/binaries/upload",

@@ -26,13 +26,16 @@ where
             "/iiif/3/{reference}/{region}/{size}/{rotation}/{quality}",
             get(iiif_image),
         )
-        .layer(
-            tower_http::cors::CorsLayer::new()
-                .allow_origin(tower_http::cors::Any)
-                .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
-                .allow_headers([header::ACCEPT, header::IF_NONE_MATCH, header::RANGE])
-                .expose_headers([header::ETAG, header::LINK]),
-        )
+        .layer(public_cors())
+}
+
+/// CORS for public IIIF documents and images: any origin, no credentials.
+pub(crate) fn public_cors() -> tower_http::cors::CorsLayer {
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::Any)
+        .allow_methods([axum::http::Method::GET, axum::http::Method::HEAD])
+        .allow_headers([header::ACCEPT, header::IF_NONE_MATCH, header::RANGE])
+        .expose_headers([header::ETAG, header::LINK])
 }
 
 pub(crate) const IIIF_CONTEXT: &str = "http://iiif.io/api/image/3/context.json";

@@ -13,6 +13,7 @@ pub mod binaries_rest;
 pub mod caller;
 pub mod federation;
 pub mod graphql;
+pub mod iiif_presentation;
 pub mod iiif_rest;
 pub mod rest;
 pub mod schema;

@@ -45,6 +45,17 @@ pub struct AppState {
     pub sockets: Arc<crate::edge::sockets::Sockets>,
 }
 
+impl FromRef<Arc<AppState>> for crate::api::iiif_presentation::Presentation {
+    fn from_ref(app: &Arc<AppState>) -> Self {
+        crate::api::iiif_presentation::Presentation {
+            themes: app.themes.clone(),
+            assignments: app.assignments.clone(),
+            binaries: app.binaries.clone(),
+            objects: app.objects.clone(),
+        }
+    }
+}
+
 impl FromRef<Arc<AppState>> for Suggestions {
     fn from_ref(app: &Arc<AppState>) -> Self {
         app.suggestions.clone()

@@ -11,7 +11,7 @@ use crate::assignments::{SUGGEST, suggestion};
 use crate::both_engines;
 use crate::support::{Engine, TestApp, origin_ip, uid};
 
-async fn import_text(app: &TestApp, text: &str) -> ImportReport {
+pub(crate) async fn import_text(app: &TestApp, text: &str) -> ImportReport {
     import(
         &Objects::new(app.store.clone()),
         &app.binaries,

@@ -9,6 +9,7 @@ mod history;
 mod iiif;
 mod logs;
 mod origin;
+mod presentation;
 mod recheck;
 mod renders;
 mod uploads;

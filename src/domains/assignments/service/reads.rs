@@ -274,11 +274,58 @@ impl Assignments {
                 }
                 Ok::<_, ApiError>(found)
             });
-        let all: BTreeSet<String> = futures::future::try_join_all(walks)
-            .await?
+        let found = futures::future::try_join_all(walks).await?;
+        Ok(first_distinct(found, MAX_CREATORS))
+    }
+}
+
+/// What walks found, merged, distinct and sorted: the first `n`.
+fn first_distinct(found: Vec<Vec<String>>, n: usize) -> Vec<String> {
+    let all: BTreeSet<String> = found.into_iter().flatten().collect();
+    all.into_iter().take(n).collect()
+}
+
+impl Assignments {
+    /// The distinct ddb ids of a portal's objects that have an assignment in
+    /// one of `statuses`, sorted, the first `first` after `after`. Each
+    /// status's bucket is walked with pages of rows that skip past the
+    /// last id seen, so an object with many assignments costs one read.
+    pub async fn objects_in(
+        &self,
+        portal_id: &str,
+        statuses: &[AssignmentStatus],
+        first: usize,
+        after: Option<&str>,
+    ) -> ApiResult<Vec<String>> {
+        let limit = (first * 2).clamp(16, 1_000);
+        let walks = all_buckets(&[portal_id.into()])
             .into_iter()
-            .flatten()
-            .collect();
-        Ok(all.into_iter().take(MAX_CREATORS).collect())
+            .flat_map(|p| statuses.iter().map(move |s| (p.clone(), *s)))
+            .map(|(p, status)| async move {
+                let mut found: Vec<String> = Vec::new();
+                let mut last = after.map(str::to_owned);
+                while found.len() < first {
+                    let mut slice = Slice::partition(p.clone())
+                        .prefix(vec![status.as_str().into()])
+                        .limit(limit);
+                    if let Some(l) = &last {
+                        slice = slice.lower(Bound::Exclusive(l.as_str().into()));
+                    }
+                    let page = self.store.slice(&OBJECTS_KEYWORDS_STATUS, &slice).await?;
+                    for r in &page.rows {
+                        let id = r.string("ddb_id");
+                        if found.last() != Some(&id) {
+                            found.push(id);
+                        }
+                    }
+                    if page.rows.len() < limit {
+                        break;
+                    }
+                    last = found.last().cloned();
+                }
+                Ok::<_, ApiError>(found)
+            });
+        let found = futures::future::try_join_all(walks).await?;
+        Ok(first_distinct(found, first))
     }
 }
