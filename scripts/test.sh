@@ -81,7 +81,10 @@ fi
 step "HTTP edge: the graphql-http audit and GraphiQL in a real Chromium"
 bash scripts/edge-tests.sh
 
-step "IIIF Image API 3.0, level 2: the public validator against a test server"
+step "IIIF Image API 3.0, level 2 (the public validator) and Presentation 3 (its JSON schema)"
 bash scripts/iiif-validate.sh
+
+step "W3C Reconciliation 0.2 and 1.0-draft: the specification's JSON schemas"
+bash scripts/reconcile-validate.sh
 
 echo "all tiers passed in $(( $(date +%s) - started )) s"

@@ -65,8 +65,13 @@ pub async fn iiif_base(Path(reference): Path<String>) -> Response {
 /// so in `Vary`, or a cache that keys on the path alone could hand one
 /// client's Host to another; [`vary_on_host`] adds it.
 pub(crate) fn base_url(binaries: &Binaries, headers: &HeaderMap) -> String {
-    match &binaries.config().public_url {
-        Some(u) => u.clone(),
+    base_url_of(binaries.config().public_url.as_deref(), headers)
+}
+
+/// [`base_url`] for a given `--public-url`.
+pub(crate) fn base_url_of(public_url: Option<&str>, headers: &HeaderMap) -> String {
+    match public_url {
+        Some(u) => u.to_owned(),
         None => {
             let host = headers
                 .get(header::HOST)
@@ -82,8 +87,13 @@ pub(crate) fn base_url(binaries: &Binaries, headers: &HeaderMap) -> String {
 }
 
 /// Adds `Vary: Host` to an answer whose URLs come from the Host header.
-pub(crate) fn vary_on_host(binaries: &Binaries, mut response: Response) -> Response {
-    if binaries.config().public_url.is_none() {
+pub(crate) fn vary_on_host(binaries: &Binaries, response: Response) -> Response {
+    vary_on_host_of(binaries.config().public_url.as_deref(), response)
+}
+
+/// [`vary_on_host`] for a given `--public-url`.
+pub(crate) fn vary_on_host_of(public_url: Option<&str>, mut response: Response) -> Response {
+    if public_url.is_none() {
         response
             .headers_mut()
             .append(header::VARY, HeaderValue::from_static("host"));

@@ -15,6 +15,7 @@ pub mod federation;
 pub mod graphql;
 pub mod iiif_presentation;
 pub mod iiif_rest;
+pub mod reconcile;
 pub mod rest;
 pub mod schema;
 pub mod suggestion_loaders;

@@ -74,6 +74,7 @@ pub fn router_with(state: Arc<AppState>, more: Router<Arc<AppState>>) -> Router 
     };
     api.merge(crate::api::iiif_rest::public_routes())
         .merge(crate::api::iiif_presentation::routes())
+        .merge(crate::api::reconcile::routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_idle))
         .layer(middleware::from_fn(min_body_rate))

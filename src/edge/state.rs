@@ -56,6 +56,18 @@ impl FromRef<Arc<AppState>> for crate::api::iiif_presentation::Presentation {
     }
 }
 
+impl FromRef<Arc<AppState>> for crate::api::reconcile::Reconcile {
+    fn from_ref(app: &Arc<AppState>) -> Self {
+        crate::api::reconcile::Reconcile {
+            reconciler: crate::api::reconcile::engine::Reconciler {
+                themes: app.themes.clone(),
+                limits: app.limits.reconcile.clone(),
+            },
+            public_url: app.binaries.config().public_url.clone(),
+        }
+    }
+}
+
 impl FromRef<Arc<AppState>> for Suggestions {
     fn from_ref(app: &Arc<AppState>) -> Self {
         app.suggestions.clone()

@@ -81,6 +81,8 @@ pub struct Limits {
     pub feed: FeedArgs,
     #[command(flatten)]
     pub vocabulary: VocabularyLimits,
+    #[command(flatten)]
+    pub reconcile: ReconcileLimits,
 }
 
 impl Default for Limits {
@@ -107,6 +109,7 @@ impl Default for Limits {
             max_exports: 4,
             feed: FeedArgs::default(),
             vocabulary: VocabularyLimits::default(),
+            reconcile: ReconcileLimits::default(),
         }
     }
 }
@@ -174,6 +177,51 @@ impl Default for VocabularyLimits {
     fn default() -> Self {
         VocabularyLimits {
             max_category_depth: 16,
+        }
+    }
+}
+
+/// The W3C Reconciliation service's limits (`/reconcile`): each is checked
+/// before any work, and a request over one is a 400 BAD_USER_INPUT.
+#[derive(clap::Args, Clone, Debug)]
+pub struct ReconcileLimits {
+    /// Queries in one reconciliation batch.
+    #[arg(
+        long = "reconcile-max-queries",
+        env = "KARTEI_RECONCILE_MAX_QUERIES",
+        default_value_t = 500
+    )]
+    pub max_queries: usize,
+    /// Candidates one reconciliation query (or suggestion) may ask for.
+    #[arg(
+        long = "reconcile-max-limit",
+        env = "KARTEI_RECONCILE_MAX_LIMIT",
+        default_value_t = 100
+    )]
+    pub max_limit: usize,
+    /// Keyword ids in one data-extension request.
+    #[arg(
+        long = "reconcile-max-extend-ids",
+        env = "KARTEI_RECONCILE_MAX_EXTEND_IDS",
+        default_value_t = 500
+    )]
+    pub max_extend_ids: usize,
+    /// Characters of a query's text, a condition's value or a prefix.
+    #[arg(
+        long = "reconcile-max-text",
+        env = "KARTEI_RECONCILE_MAX_TEXT",
+        default_value_t = 500
+    )]
+    pub max_text: usize,
+}
+
+impl Default for ReconcileLimits {
+    fn default() -> Self {
+        ReconcileLimits {
+            max_queries: 500,
+            max_limit: 100,
+            max_extend_ids: 500,
+            max_text: 500,
         }
     }
 }

@@ -6,6 +6,7 @@ mod concurrency;
 mod depth;
 mod hierarchy;
 mod import;
+mod reconcile;
 mod roles;
 mod search;
 
