@@ -84,7 +84,7 @@ bash scripts/edge-tests.sh
 step "IIIF Image API 3.0, level 2 (the public validator) and Presentation 3 (its JSON schema)"
 bash scripts/iiif-validate.sh
 
-step "W3C Reconciliation 0.2 and 1.0-draft: the specification's JSON schemas"
-bash scripts/reconcile-validate.sh
+step "W3C Reconciliation (its JSON schemas) and SKOS (skosify, pyshacl with SkoHub shapes)"
+bash scripts/standards-validate.sh
 
 echo "all tiers passed in $(( $(date +%s) - started )) s"

@@ -200,6 +200,25 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             batch(job, &a.on, Some(Input::from_arg(&a.file))).await
         }
+        Command::ImportSkos(a) => {
+            let job = Job::ImportSkos {
+                concurrency: a.concurrency,
+                max_category_depth: a.vocabulary.max_category_depth.into(),
+                format: a.format,
+                max_triples: a.max_skos_triples,
+                max_bytes: a.max_skos_bytes,
+            };
+            batch(job, &a.on, Some(Input::from_arg(&a.file))).await
+        }
+        Command::ExportSkos(a) => {
+            let job = Job::ExportSkos {
+                portal: a.portal,
+                format: a.format,
+                base: a.public_url,
+                license: a.skos_license,
+            };
+            batch(job, &a.on, None).await
+        }
         Command::ImportSuggestions(a) => {
             let job = Job::ImportSuggestions {
                 wiki: a.wiki,

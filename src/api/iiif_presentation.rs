@@ -9,7 +9,8 @@
 //!   the keywords its portals accepted (ACCEPTED, PUBLISHED, and
 //!   DELETESUGGESTED, which is still shown until its deletion is accepted)
 //!   as `tagging` annotations on the manifest, each with the keyword's
-//!   label and, when it has one, its GND concept as a `SpecificResource`.
+//!   label and, when it has one, its GND concept as a `SpecificResource`;
+//!   `seeAlso` the SKOS documents of those portals' vocabularies.
 //! - `GET /iiif/3/collection/{portalId}[?after={ddbId}]`: the manifests of
 //!   the portal's objects with such keywords and an image, by ddb id, in
 //!   pages of [`COLLECTION_PAGE`]; a page that is not the last ends with a
@@ -280,6 +281,20 @@ pub fn manifest_document(p: &ManifestParts<'_>) -> Value {
             .map(|portal| json!({ "id": url_of(p.base, &["iiif", "3", "collection", portal]), "type": "Collection" }))
             .collect();
         o.insert("partOf".into(), Value::Array(part_of));
+        // The vocabulary the keywords come from, as SKOS.
+        let see_also: Vec<Value> = p
+            .portals
+            .iter()
+            .map(|portal| {
+                json!({
+                    "id": url_of(p.base, &["skos", portal]),
+                    "type": "Dataset",
+                    "format": "text/turtle",
+                    "profile": "http://www.w3.org/2004/02/skos/core",
+                })
+            })
+            .collect();
+        o.insert("seeAlso".into(), Value::Array(see_also));
     }
     if !p.tags.is_empty() {
         let page = tagging(&id, p.tags);

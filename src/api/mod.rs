@@ -18,6 +18,7 @@ pub mod iiif_rest;
 pub mod reconcile;
 pub mod rest;
 pub mod schema;
+pub mod skos;
 pub mod suggestion_loaders;
 pub mod suggestions_rest;
 pub mod theme_loaders;

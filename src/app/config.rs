@@ -38,6 +38,10 @@ pub enum Command {
     ImportAssignments(ImportAssignmentsArgs),
     /// Import what the catalogue says of objects (title, institution, image URL) from an NDJSON file.
     ImportObjects(ImportObjectsArgs),
+    /// Import a SKOS vocabulary (Turtle, RDF/XML or JSON-LD): schemes as portals, concepts as categories and keywords.
+    ImportSkos(ImportSkosArgs),
+    /// Print a portal's vocabulary as SKOS (Turtle, RDF/XML or JSON-LD).
+    ExportSkos(ExportSkosArgs),
     /// Import one dataset of image suggestions for a wiki (NDJSON, gzip or not; `-` is stdin).
     ImportSuggestions(ImportSuggestionsArgs),
     /// The image-suggestion datasets of a wiki: list, rollback, purge.
@@ -362,6 +366,49 @@ pub struct ImportObjectsArgs {
     /// How many chunks of 500 lines are written at once.
     #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
+    #[command(flatten)]
+    pub on: RunOn,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ImportSkosArgs {
+    /// The SKOS file, or `-` for stdin.
+    pub file: PathBuf,
+    /// `ttl`, `rdf` or `jsonld`; by default from the file's extension, else Turtle.
+    #[arg(long)]
+    pub format: Option<String>,
+    /// How many records are written at once.
+    #[arg(long, env = "KARTEI_IMPORT_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: usize,
+    /// Triples a file may hold (the whole graph is checked before anything is written).
+    #[arg(long, env = "KARTEI_MAX_SKOS_TRIPLES", default_value_t = crate::domains::themes::skos::MAX_TRIPLES)]
+    pub max_skos_triples: usize,
+    /// Bytes a file may have.
+    #[arg(long, env = "KARTEI_MAX_SKOS_BYTES", default_value_t = 512 << 20)]
+    pub max_skos_bytes: u64,
+    #[command(flatten)]
+    pub vocabulary: VocabularyLimits,
+    #[command(flatten)]
+    pub on: RunOn,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ExportSkosArgs {
+    /// The portal's id.
+    pub portal: String,
+    /// `ttl`, `rdf` or `jsonld`.
+    #[arg(long, default_value = "ttl")]
+    pub format: String,
+    /// The base of the IRIs (as a server's `--public-url` makes them).
+    #[arg(
+        long,
+        env = "KARTEI_PUBLIC_URL",
+        default_value = "http://localhost:8080"
+    )]
+    pub public_url: String,
+    /// The vocabulary's licence (an IRI), said on the scheme.
+    #[arg(long, env = "KARTEI_SKOS_LICENSE")]
+    pub skos_license: Option<String>,
     #[command(flatten)]
     pub on: RunOn,
 }

@@ -75,6 +75,7 @@ pub fn router_with(state: Arc<AppState>, more: Router<Arc<AppState>>) -> Router 
     api.merge(crate::api::iiif_rest::public_routes())
         .merge(crate::api::iiif_presentation::routes())
         .merge(crate::api::reconcile::routes())
+        .merge(crate::api::skos::routes())
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(body_idle))
         .layer(middleware::from_fn(min_body_rate))
@@ -277,6 +278,10 @@ pub struct EdgeArgs {
         value_parser = parse_url_pattern
     )]
     pub object_url_pattern: String,
+    /// The vocabulary's licence, an IRI (e.g. a Creative Commons licence's):
+    /// said on each portal's SKOS scheme as `dcterms:license`.
+    #[arg(long, env = "KARTEI_SKOS_LICENSE")]
+    pub skos_license: Option<String>,
 }
 
 impl Default for EdgeArgs {
@@ -287,6 +292,7 @@ impl Default for EdgeArgs {
             web_dir: None,
             federation: false,
             object_url_pattern: crate::domains::objects::service::DEFAULT_URL_PATTERN.into(),
+            skos_license: None,
         }
     }
 }

@@ -68,6 +68,16 @@ impl FromRef<Arc<AppState>> for crate::api::reconcile::Reconcile {
     }
 }
 
+impl FromRef<Arc<AppState>> for crate::api::skos::Skos {
+    fn from_ref(app: &Arc<AppState>) -> Self {
+        crate::api::skos::Skos {
+            themes: app.themes.clone(),
+            public_url: app.binaries.config().public_url.clone(),
+            license: app.edge.skos_license.clone(),
+        }
+    }
+}
+
 impl FromRef<Arc<AppState>> for Suggestions {
     fn from_ref(app: &Arc<AppState>) -> Self {
         app.suggestions.clone()

@@ -192,6 +192,47 @@ pub async fn import(
         }
     }
 
+    write(
+        themes,
+        Entries {
+            gnd,
+            categories,
+            keywords,
+        },
+        concurrency,
+        &mut report,
+    )
+    .await;
+    report.errors.sort();
+    report.elapsed = started.elapsed();
+    Ok(report)
+}
+
+/// Records to write, each with the number the report gives it (a line, or
+/// for SKOS a triple).
+#[derive(Debug, Default)]
+pub struct Entries {
+    pub gnd: Vec<(usize, GndEntityInput)>,
+    pub categories: Vec<(usize, CategoryInput)>,
+    pub keywords: Vec<(usize, KeywordInput)>,
+}
+
+/// Writes `entries` as the import-vocabulary rules say: GND entities, then
+/// categories parents first (a failed one takes the categories below it in
+/// the input along), then keywords in bulk chunks; each record's failure
+/// goes into `report` under its number, the others are written. Writing
+/// the same entries again changes nothing.
+pub async fn write(
+    themes: &Themes,
+    entries: Entries,
+    concurrency: usize,
+    report: &mut ImportReport,
+) {
+    let Entries {
+        gnd,
+        categories,
+        keywords,
+    } = entries;
     // The vocabulary is written as the operator of this machine.
     let who = &Principal::local("import-vocabulary", &[Role::Admin]);
     let progress = Progress::start(gnd.len() + categories.len() + keywords.len());
@@ -305,9 +346,6 @@ pub async fn import(
     }
     drop(done);
     progress.finish();
-    report.errors.sort();
-    report.elapsed = started.elapsed();
-    Ok(report)
 }
 
 #[cfg(test)]

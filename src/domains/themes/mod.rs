@@ -4,6 +4,7 @@
 pub mod import;
 pub mod model;
 pub mod search;
+pub mod skos;
 pub mod service;
 
 /// This domain's tables, for [`crate::domains::tables`].

@@ -184,6 +184,13 @@ async fn an_object_s_manifest_shows_its_images_record_and_accepted_keywords(engi
         part_of.contains(&format!("/iiif/3/collection/{}", v.p)),
         "{part_of:?}"
     );
+    let see_also: Vec<String> = m["seeAlso"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| path_of(&s["id"]))
+        .collect();
+    assert!(see_also.contains(&format!("/skos/{}", v.p)), "{see_also:?}");
 
     // JSON-LD when asked for.
     let ld = get(

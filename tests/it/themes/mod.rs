@@ -9,6 +9,7 @@ mod import;
 mod reconcile;
 mod roles;
 mod search;
+mod skos;
 
 use serde_json::{Value, json};
 

@@ -321,9 +321,10 @@ async fn the_service_of_all_portals_spans_them(engine: Engine) {
     )
     .await;
     assert_eq!(s, StatusCode::OK, "{r}");
-    let mut found = ids(&r["q0"]["result"]);
-    found.sort_unstable();
-    assert_eq!(found, [format!("kp-{u}"), format!("kq-{u}")]);
+    // Both, best first (other tests' keywords that share a word start
+    // may follow, far behind).
+    let found = ids(&r["q0"]["result"]);
+    assert!(found.contains(&format!("kq-{u}").as_str()), "{r}");
     assert_eq!(r["q0"]["result"][0]["id"], format!("kp-{u}"));
     assert_eq!(r["q0"]["result"][0]["score"], 100.0);
     let (_, only_q) = form(
@@ -333,7 +334,8 @@ async fn the_service_of_all_portals_spans_them(engine: Engine) {
         &json!({"q0": {"query": label}}),
     )
     .await;
-    assert_eq!(ids(&only_q["q0"]["result"]), [format!("kq-{u}").as_str()]);
+    assert_eq!(only_q["q0"]["result"][0]["id"], format!("kq-{u}"));
+    assert!(!ids(&only_q["q0"]["result"]).contains(&format!("kp-{u}").as_str()));
 }
 
 both_engines!(

@@ -5,6 +5,9 @@
 //! the terminal's stdout and stderr, or the lines streamed back to the
 //! command that handed it over.
 
+mod skos;
+mod suggestions;
+
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -36,6 +39,20 @@ pub enum Job {
     },
     ImportObjects {
         concurrency: usize,
+    },
+    ImportSkos {
+        concurrency: usize,
+        max_category_depth: usize,
+        /// `ttl`, `rdf` or `jsonld`; none: from the file's extension (else Turtle).
+        format: Option<String>,
+        max_triples: usize,
+        max_bytes: u64,
+    },
+    ExportSkos {
+        portal: String,
+        format: String,
+        base: String,
+        license: Option<String>,
     },
     ImportSuggestions {
         wiki: String,
@@ -73,6 +90,7 @@ impl Job {
             Job::ImportVocabulary { .. }
                 | Job::ImportAssignments { .. }
                 | Job::ImportObjects { .. }
+                | Job::ImportSkos { .. }
                 | Job::ImportSuggestions { .. }
         )
     }
@@ -84,6 +102,8 @@ impl Job {
             Job::ImportVocabulary { .. }
             | Job::ImportAssignments { .. }
             | Job::ImportObjects { .. }
+            | Job::ImportSkos { .. }
+            | Job::ExportSkos { .. }
             | Job::ImportSuggestions { .. }
             | Job::SuggestionsList { .. } => &[Role::Machine, Role::Admin],
             Job::RepairViews { .. }
@@ -100,6 +120,8 @@ impl Job {
             Job::ImportVocabulary { .. } => "import-vocabulary",
             Job::ImportAssignments { .. } => "import-assignments",
             Job::ImportObjects { .. } => "import-objects",
+            Job::ImportSkos { .. } => "import-skos",
+            Job::ExportSkos { .. } => "export-skos",
             Job::ImportSuggestions { .. } => "import-suggestions",
             Job::RepairViews { .. } => "repair-views",
             Job::GcBinaries { .. } => "gc-binaries",
@@ -510,57 +532,42 @@ async fn execute(
             ));
             Ok(0)
         }
-        Job::SuggestionsList { wiki } => {
-            let service = Suggestions::new(store);
-            let current = service.current(&wiki).await.map_err(failed)?;
-            console.out("dataset\tstate\trows\tbad lines\tstarted\tfinished\tsource");
-            for d in service.datasets(&wiki).await.map_err(failed)? {
-                let mark = if current.as_deref() == Some(d.id.as_str()) {
-                    " (current)"
-                } else {
-                    ""
-                };
-                console.out(format!(
-                    "{}{mark}\t{}\t{}\t{}\t{}\t{}\t{}",
-                    d.id,
-                    d.state.as_str(),
-                    d.rows,
-                    d.bad_lines,
-                    d.started,
-                    d.finished.unwrap_or_default(),
-                    d.source.unwrap_or_default()
-                ));
-            }
-            Ok(0)
+        Job::ImportSkos {
+            concurrency,
+            max_category_depth,
+            format,
+            max_triples,
+            max_bytes,
+        } => {
+            let (input, read, _) = opened(input, read)?;
+            let limits = skos::Limits {
+                max_category_depth,
+                max_triples,
+                max_bytes,
+            };
+            skos::import(
+                store,
+                input,
+                read,
+                format.as_deref(),
+                concurrency,
+                limits,
+                console,
+            )
+            .await
         }
-        Job::SuggestionsRollback { wiki } => {
-            let admin = Principal::local("suggestions", &[Role::Admin]);
-            let d = Suggestions::new(store)
-                .rollback(&admin, &wiki)
-                .await
-                .map_err(failed)?;
-            console.out(format!(
-                "{wiki}: current dataset is now {} (started {})",
-                d.id, d.started
-            ));
-            Ok(0)
-        }
+        Job::ExportSkos {
+            portal,
+            format,
+            base,
+            license,
+        } => skos::export(store, &portal, &format, &base, license.as_deref(), console).await,
+        Job::SuggestionsList { wiki } => suggestions::list(store, &wiki, console).await,
+        Job::SuggestionsRollback { wiki } => suggestions::rollback(store, &wiki, console).await,
         Job::SuggestionsPurge {
             wiki,
             keep,
             dead_after,
-        } => {
-            let admin = Principal::local("suggestions", &[Role::Admin]);
-            let purged = Suggestions::new(store)
-                .with_dead_after(dead_after)
-                .purge(&admin, &wiki, keep)
-                .await
-                .map_err(failed)?;
-            console.out(format!(
-                "{wiki}: {} datasets purged {purged:?}",
-                purged.len()
-            ));
-            Ok(0)
-        }
+        } => suggestions::purge(store, &wiki, keep, dead_after, console).await,
     }
 }
