@@ -2,7 +2,7 @@
 # The benchmark suite: every performance figure the project claims, each
 # beside its reference measured in the same run, as one markdown table.
 #
-#   scripts/bench.sh [embedded|cassandra|peer|all] [--full] [--smoke]
+#   scripts/bench.sh [embedded|cassandra|peer|tiles|all] [--full] [--smoke]
 #
 # embedded   ingest (benches/ingest.rs), curator page over HTTP vs the direct
 #            plan (benches/curator_page.rs), first page at 100k vs 10k rows
@@ -21,6 +21,9 @@
 #            page checked equal, one after the other (scripts/bench-peer.sh;
 #            npm packages pinned in scripts/peer/, installed under
 #            target/peer/). With KARTEI_BIN set, `peer` alone builds nothing.
+# tiles      deep zoom against iipsrv (Debian's iipimage-server behind
+#            lighttpd): uncached tile latency on the same 24 MP photo, and
+#            each pyramid's build time and size (scripts/bench-tiles.sh).
 # --full     the 1M-row figures (long).
 # --smoke    tiny sizes on the debug profile: proves every part still runs
 #            (CI runs `scripts/bench.sh all --smoke`); its figures mean nothing.
@@ -32,10 +35,10 @@ cd "$(dirname "$0")/.."
 MODE=all FULL= SMOKE=
 for a in "$@"; do
   case "$a" in
-    embedded|cassandra|peer|all) MODE=$a ;;
+    embedded|cassandra|peer|tiles|all) MODE=$a ;;
     --full) FULL=1 ;;
     --smoke) SMOKE=1 ;;
-    *) echo "usage: scripts/bench.sh [embedded|cassandra|peer|all] [--full] [--smoke]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [embedded|cassandra|peer|tiles|all] [--full] [--smoke]" >&2; exit 2 ;;
   esac
 done
 
@@ -62,7 +65,7 @@ else
   PROFILE=()
   BIN=target/release/kartei
 fi
-if [ "$MODE" = peer ] && [ -n "${KARTEI_BIN:-}" ]; then
+if { [ "$MODE" = peer ] || [ "$MODE" = tiles ]; } && [ -n "${KARTEI_BIN:-}" ]; then
   BIN=$KARTEI_BIN
 elif [ -n "$SMOKE" ]; then
   cargo build --locked -q
@@ -202,12 +205,18 @@ bench_peer() {
   KARTEI_BIN=$BIN run bash scripts/bench-peer.sh ${SMOKE:+--smoke}
 }
 
+bench_tiles() {
+  echo "== tiles"
+  KARTEI_BIN=$BIN run bash scripts/bench-tiles.sh ${SMOKE:+--smoke}
+}
+
 case "$MODE" in
   embedded) bench_embedded ;;
+  tiles) bench_tiles ;;
   cassandra) bench_cassandra ;;
   peer) bench_peer ;;
   # The peers before Cassandra: a node the suite starts runs until it ends.
-  all) bench_embedded; bench_peer; bench_cassandra ;;
+  all) bench_embedded; bench_peer; bench_tiles; bench_cassandra ;;
 esac
 
 echo

@@ -121,7 +121,7 @@ pub async fn iiif_info(
         })
         .collect();
     sizes.dedup();
-    let info = serde_json::json!({
+    let mut info = serde_json::json!({
         "@context": IIIF_CONTEXT,
         "id": format!("{}/iiif/3/{reference}", base_url(&binaries, &headers)),
         "type": "ImageService3",
@@ -142,6 +142,17 @@ pub async fn iiif_info(
             "cors", "jsonldMediaType", "canonicalLinkHeader"
         ],
     });
+    {
+        use crate::domains::binaries::service::tiles;
+        let (w, h) = (w as u32, h as u32);
+        if tiles::has_pyramid(w, h) {
+            info["tiles"] = serde_json::json!([{
+                "width": tiles::TILE,
+                "height": tiles::TILE,
+                "scaleFactors": tiles::scale_factors(w, h),
+            }]);
+        }
+    }
     let wants_ld = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

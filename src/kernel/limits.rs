@@ -218,7 +218,7 @@ pub struct ReconcileLimits {
 impl Default for ReconcileLimits {
     fn default() -> Self {
         ReconcileLimits {
-            max_queries: 500,
+            max_queries: 100,
             max_limit: 100,
             max_extend_ids: 500,
             max_text: 500,

@@ -101,6 +101,15 @@ pub struct Reconciler {
 
 /// Queries of one batch worked on at once.
 const AT_ONCE: usize = 8;
+/// Batches worked on at once in this process.
+pub const BATCHES_AT_ONCE: usize = 2;
+static BATCHES: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(BATCHES_AT_ONCE);
+/// Conditions one query may hold.
+pub const MAX_CONDITIONS: usize = 16;
+/// Portals searched at once for one term.
+const PORTALS_AT_ONCE: usize = 4;
+/// Keywords one search term reads at most.
+const MAX_PER_TERM: usize = 60;
 /// Words of a query searched each on its own (the longest).
 const WORDS: usize = 4;
 /// Categories a type suggestion reads at most.
@@ -133,6 +142,11 @@ impl Reconciler {
             )));
         }
         for q in queries {
+            if q.conditions.len() > MAX_CONDITIONS {
+                return Err(ApiError::bad_input(format!(
+                    "a query holds at most {MAX_CONDITIONS} conditions"
+                )));
+            }
             if q.text.chars().count() > l.max_text {
                 return Err(ApiError::bad_input(format!(
                     "a query's text is at most {} characters",
@@ -169,13 +183,16 @@ impl Reconciler {
         Ok(())
     }
 
-    /// Candidates for each query, in the batch's order.
+    /// Candidates for each query, in the batch's order. At most
+    /// [`BATCHES_AT_ONCE`] batches are worked on at once in a process; the
+    /// others wait.
     pub async fn reconcile(
         &self,
         portals: &[Category],
         queries: Vec<Query>,
     ) -> ApiResult<Vec<Vec<Candidate>>> {
         self.check_batch(&queries)?;
+        let _turn = BATCHES.acquire().await.map_err(|_| ApiError::Unavailable)?;
         let answers: Vec<ApiResult<Vec<Candidate>>> = futures::stream::iter(queries)
             .map(|q| async move { self.answer(portals, &q).await })
             .buffered(AT_ONCE)
@@ -205,7 +222,7 @@ impl Reconciler {
                 terms.push(s);
             }
         }
-        let want = q.limit.max(1) * 3;
+        let want = (q.limit.max(1) * 3).min(MAX_PER_TERM);
         // Keywords named by an `id` condition are candidates too.
         let named: Vec<String> = q
             .conditions
@@ -221,9 +238,11 @@ impl Reconciler {
             in_scope.sort_by(|a, b| a.id.cmp(&b.id));
             in_scope
         };
+        let mut seen: std::collections::HashSet<String> =
+            found.iter().map(|k| k.id.clone()).collect();
         for term in &terms {
             for k in self.search(portals, term, want).await? {
-                if !found.iter().any(|f| f.id == k.id) {
+                if seen.insert(k.id.clone()) {
                     found.push(k);
                 }
             }
@@ -303,13 +322,22 @@ impl Reconciler {
         if term.chars().count() < 2 {
             return Ok(Vec::new());
         }
-        let found = futures::future::try_join_all(
-            portals
-                .iter()
-                .map(|p| self.themes.search(&p.id, term, want)),
-        )
-        .await?;
-        Ok(found.into_iter().flatten().collect())
+        // Owned futures (a borrowed closure here trips the compiler's
+        // Send check of the handlers).
+        let ids: Vec<String> = portals.iter().map(|p| p.id.clone()).collect();
+        let found: Vec<ApiResult<Vec<Keyword>>> = futures::stream::iter(ids)
+            .map(|id| {
+                let (themes, term) = (self.themes.clone(), term.to_owned());
+                async move { themes.search(&id, &term, want).await }
+            })
+            .buffered(PORTALS_AT_ONCE)
+            .collect()
+            .await;
+        let mut out = Vec::new();
+        for f in found {
+            out.extend(f?);
+        }
+        Ok(out)
     }
 
     /// Keywords whose label or a synonym contains `prefix` (as the
@@ -324,7 +352,7 @@ impl Reconciler {
         self.check_text(prefix)?;
         let q = Query {
             text: prefix.to_owned(),
-            limit: (cursor + limit).min(self.limits.max_limit),
+            limit: cursor.saturating_add(limit).min(self.limits.max_limit),
             ..Default::default()
         };
         let all = self.answer(portals, &q).await?;
@@ -360,14 +388,22 @@ impl Reconciler {
                 break;
             }
             let ids: Vec<String> = level.iter().map(|(c, _)| c.id.clone()).collect();
-            let children = self.themes.children_of(&ids).await?;
             let mut next = Vec::new();
-            for (c, path) in &level {
-                for child in children.get(&c.id).into_iter().flatten() {
-                    next.push((child.clone(), format!("{path} › {}", child.label)));
+            // A few parents at a time, until the allowance is read.
+            for chunk in ids.chunks(16) {
+                if read >= MAX_TYPES_READ {
+                    break;
+                }
+                let children = self.themes.children_of(chunk).await?;
+                for (c, path) in level.iter().filter(|(c, _)| chunk.contains(&c.id)) {
+                    for child in children.get(&c.id).into_iter().flatten() {
+                        if read < MAX_TYPES_READ {
+                            read += 1;
+                            next.push((child.clone(), format!("{path} › {}", child.label)));
+                        }
+                    }
                 }
             }
-            read += next.len();
             level = next;
         }
         Ok(out)

@@ -92,10 +92,12 @@ fn scope(uri: &Uri) -> (Option<String>, String) {
 }
 
 fn percent_decoded(s: &str) -> String {
-    url::form_urlencoded::parse(format!("p={}", s.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_default()
+    url::form_urlencoded::parse(
+        format!("p={}", s.replace('+', "%2B").replace('&', "%26")).as_bytes(),
+    )
+    .next()
+    .map(|(_, v)| v.into_owned())
+    .unwrap_or_default()
 }
 
 /// The parameters of a query string or a form-encoded body.
@@ -331,7 +333,7 @@ async fn suggest(
             let portals = r.reconciler.portals(portal.as_deref()).await?;
             let found = r
                 .reconciler
-                .suggest_types(&portals, prefix, skip + limit)
+                .suggest_types(&portals, prefix, skip.saturating_add(limit))
                 .await?;
             let page: Vec<_> = found.into_iter().skip(skip).collect();
             Ok(wire::suggested_types(&page))

@@ -369,8 +369,16 @@ pub fn extend_request(body: &Value) -> ApiResult<(Vec<String>, Vec<String>)> {
                 )))
             }
         })
-        .collect::<ApiResult<Vec<_>>>()?;
-    Ok((ids, properties))
+        .collect::<ApiResult<Vec<String>>>()?;
+    // Each property once (there are only so many): a request naming one
+    // many times asks for nothing more.
+    let mut once: Vec<String> = Vec::new();
+    for p in properties {
+        if !once.contains(&p) {
+            once.push(p);
+        }
+    }
+    Ok((ids, once))
 }
 
 fn cell_json(c: &Cell) -> Value {

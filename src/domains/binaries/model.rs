@@ -97,6 +97,24 @@ table! {
         columns(due: Text)
 }
 
+table! {
+    /// The deep-zoom pyramid of an original: JPEG tiles of `TILE` pixels
+    /// at each scale factor (1, 2, 4, ...), one partition per scale (the
+    /// largest, scale 1 of a 10,000-pixel square, holds 400 tiles of some
+    /// 50 KiB).
+    pub TILES: Binaries.tiles
+        partition(original_id: Text, scale: Int)
+        clustering(col: Int Asc, row: Int Asc)
+        columns(data: Blob)
+}
+
+table! {
+    /// An original whose pyramid is complete: written after its last tile.
+    pub TILE_PYRAMIDS: Binaries.tile_pyramids
+        partition(original_id: Text)
+        columns(tile: Int, scales: Int, built: Text)
+}
+
 macro_rules! scaled {
     ($name:ident, $table:literal) => {
         pub static $name: Table = Table {
@@ -136,6 +154,8 @@ pub static TABLES: &[&Table] = &[
     &SCALED_440X330,
     &SCALED_140X105,
     &SCALED_116X87,
+    &TILES,
+    &TILE_PYRAMIDS,
 ];
 
 /// Where an original is in its life.

@@ -12,6 +12,7 @@ mod origin;
 mod presentation;
 mod recheck;
 mod renders;
+mod tiles;
 mod uploads;
 
 use std::io::Cursor;

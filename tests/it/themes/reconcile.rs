@@ -246,7 +246,20 @@ async fn keywords_reconcile_in_both_versions(engine: Engine) {
     );
 
     // Refusals: typed, nothing done.
-    let over: serde_json::Map<String, Value> = (0..501)
+    let (_, once) = form(
+        &app,
+        &svc,
+        "extend",
+        &json!({"ids": [v.k1], "properties": [{"id": "gnd"}, {"id": "gnd"}, {"id": "gnd"}]}),
+    )
+    .await;
+    assert_eq!(
+        once["meta"].as_array().unwrap().len(),
+        1,
+        "each property once: {once}"
+    );
+    let many_conditions: Vec<Value> = (0..17).map(|_| json!({"pid": "note", "v": "x"})).collect();
+    let over: serde_json::Map<String, Value> = (0..101)
         .map(|i| (format!("q{i}"), json!({"query": "x"})))
         .collect();
     for (status, body) in [
@@ -266,6 +279,13 @@ async fn keywords_reconcile_in_both_versions(engine: Engine) {
         )
         .await,
         form(&app, &svc, "queries", &json!(["not", "an", "object"])).await,
+        form(
+            &app,
+            &svc,
+            "queries",
+            &json!({"q0": {"query": "x", "properties": many_conditions}}),
+        )
+        .await,
         form(
             &app,
             &svc,

@@ -188,6 +188,21 @@ async fn a_bad_document_writes_nothing(engine: Engine) {
         ),
         // A blank node.
         (format!("{head}{good}[] a skos:Concept .\n"), "blank node"),
+        // A keyword under a keyword.
+        (
+            format!(
+                "{head}{good}<http://x/j-{u}> a skos:Concept ; skos:prefLabel \"J\"@de ; skos:broader <http://x/k-{u}> .\n"
+            ),
+            "which is not a category",
+        ),
+        // Two keywords with one id.
+        (
+            format!(
+                "{head}{good}<http://y/k-{u}> a skos:Concept ; skos:prefLabel \"K\"@de ; skos:broader <http://x/{}> .\n",
+                v.c1
+            ),
+            "is also the id of the concept at triple",
+        ),
     ];
     for (doc, reason) in cases {
         let report = import(&app, &doc).await;

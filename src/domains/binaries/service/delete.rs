@@ -166,6 +166,7 @@ impl Binaries {
         for (_, _, t) in DERIVATIVES {
             batch.push(Mutation::delete(t, vec![id.into()]));
         }
+        batch.extend(Binaries::pyramid_deletes(id));
         batch.push(Mutation::delete(&URLS_ORIGINAL, vec![id.into()]));
         batch.push(Mutation::delete(
             &PENDING_ORIGINALS,

@@ -22,6 +22,7 @@ mod delete;
 mod recheck;
 mod register;
 mod render;
+pub mod tiles;
 mod worker;
 
 use std::sync::Arc;
@@ -159,6 +160,11 @@ struct Inner {
     scale_slots: Arc<tokio::sync::Semaphore>,
     /// Originals this process is working on (a pass skips them).
     in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Originals whose tile pyramid this process is building, each with
+    /// the lock their tile requests wait on.
+    pyramids: std::sync::Mutex<
+        std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    >,
     decode_budget: imaging::DecodeBudget,
     clock: Clock,
     /// The scaling worker and the collector, once started.
@@ -219,6 +225,7 @@ impl Binaries {
                 render_budget: RenderBudget::new(config.render),
                 scale_slots: Arc::new(tokio::sync::Semaphore::new(SCALE_SLOTS)),
                 in_flight: Default::default(),
+                pyramids: Default::default(),
                 decode_budget: imaging::DecodeBudget::new(config.max_decode_bytes),
                 clock,
                 workers: Default::default(),

@@ -76,6 +76,14 @@ impl Binaries {
                 }
             }
         }
+        if let Some(tile) = super::tiles::tile_of(req, w, h) {
+            match self.tile(o, tile, client).await {
+                // A pyramid the decode budget has no room for: render the
+                // tile as any other region.
+                Err(IiifFailure::Api(ApiError::PayloadTooLarge(_))) => {}
+                other => return other,
+            }
+        }
         let key = format!("{}/{key}", o.id);
         if let Some(hit) = self.inner.render_cache.get(&key) {
             return Ok(hit);

@@ -131,6 +131,11 @@ pub fn triples(iris: &Iris<'_>, portal: &Category, categories: &[Category], keyw
             );
         }
         add(&node, skos("inScheme"), scheme.clone().into());
+        // Right in the portal: a top concept of its scheme.
+        if k.category_ids.contains(&portal.id) {
+            add(&node, skos("topConceptOf"), scheme.clone().into());
+            add(&scheme, skos("hasTopConcept"), node.clone().into());
+        }
         for c in k.category_ids.iter().filter(|c| in_portal.contains(c.as_str())) {
             let parent = iri(&iris.category(c));
             add(&node, skos("broader"), parent.clone().into());

@@ -101,7 +101,7 @@ fn id_of(iri: &str, node: Option<&Node>) -> String {
         return id;
     }
     let tail = iri.rsplit(['/', '#']).find(|s| !s.is_empty()).unwrap_or(iri);
-    url::form_urlencoded::parse(format!("i={}", tail.replace('+', "%2B")).as_bytes())
+    url::form_urlencoded::parse(format!("i={}", tail.replace('+', "%2B").replace('&', "%26")).as_bytes())
         .next()
         .map_or_else(|| tail.to_owned(), |(_, v)| v.into_owned())
 }
@@ -249,10 +249,27 @@ pub fn entries(triples: &[(usize, Triple)]) -> Result<(Entries, Vec<String>), Er
         };
         let id = id_of(iri, Some(node));
         let scheme_of = |list: &[String]| list.iter().find_map(|s| schemes.get(s.as_str()).cloned());
+        // What a broader IRI names: a category or scheme of the document,
+        // or (not in it) a stored category by the IRI's last segment.
+        let target = |b: &String| -> Result<String, String> {
+            if let Some(c) = category_ids.get(b.as_str()).or_else(|| schemes.get(b.as_str())) {
+                Ok(c.clone())
+            } else if nodes.get(b.as_str()).is_some_and(|t| !t.types.is_empty()) {
+                Err(format!("<{iri}> has skos:broader <{b}>, which is not a category (vocnet:NonIndexingConcept) or a scheme"))
+            } else {
+                Ok(id_of(b, None))
+            }
+        };
         if is(node, "vocnet:NonIndexingConcept") {
             let parent = match node.broader.as_slice() {
                 [] => scheme_of(&node.top_of).or_else(|| scheme_of(&node.in_scheme)),
-                [one] => Some(category_ids.get(one.as_str()).cloned().unwrap_or_else(|| id_of(one, None))),
+                [one] => match target(one) {
+                    Ok(id) => Some(id),
+                    Err(e) => {
+                        errors.push((n, e));
+                        continue;
+                    }
+                },
                 _ => {
                     errors.push((n, format!("category <{iri}> has more than one skos:broader")));
                     continue;
@@ -273,7 +290,22 @@ pub fn entries(triples: &[(usize, Triple)]) -> Result<(Entries, Vec<String>), Er
                 },
             ));
         } else {
-            if node.broader.is_empty() {
+            // Its categories: broader ones, and the portals it is a top
+            // concept of (a keyword right in a portal).
+            let mut in_categories = Vec::new();
+            let mut bad = None;
+            for b in &node.broader {
+                match target(b) {
+                    Ok(id) => in_categories.push(id),
+                    Err(e) => bad = Some(e),
+                }
+            }
+            in_categories.extend(node.top_of.iter().filter_map(|t| schemes.get(t.as_str()).cloned()));
+            if let Some(e) = bad {
+                errors.push((n, e));
+                continue;
+            }
+            if in_categories.is_empty() {
                 errors.push((n, format!("keyword <{iri}> has no skos:broader category")));
                 continue;
             }
@@ -289,15 +321,23 @@ pub fn entries(triples: &[(usize, Triple)]) -> Result<(Entries, Vec<String>), Er
                     primary_gnd_uri: gnd.first().map(|g| (*g).clone()),
                     related_gnd_uris: node.related.clone(),
                     gnd_entity_id: None,
-                    category_ids: node
-                        .broader
-                        .iter()
-                        .map(|b| category_ids.get(b.as_str()).cloned().unwrap_or_else(|| id_of(b, None)))
-                        .collect(),
+                    category_ids: in_categories,
                     xtree_uri: other.first().map(|x| (*x).clone()),
                     created_at: node.created.clone(),
                 },
             ));
+        }
+    }
+    // Two concepts of one kind with one id would overwrite each other.
+    let mut seen: HashMap<(bool, &str), usize> = HashMap::new();
+    for (n, id, keyword) in entries
+        .categories
+        .iter()
+        .map(|(n, c)| (*n, c.id.as_str(), false))
+        .chain(entries.keywords.iter().map(|(n, k)| (*n, k.id.as_str(), true)))
+    {
+        if let Some(first) = seen.insert((keyword, id), n) {
+            errors.push((n, format!("id {id:?} is also the id of the concept at triple {first}")));
         }
     }
     if errors.is_empty() {
