@@ -52,6 +52,8 @@ pub const SHOWN: [AssignmentStatus; 3] = [
     AssignmentStatus::Published,
     AssignmentStatus::Deletesuggested,
 ];
+/// References a collection page looks at per object to find an OK image.
+const IMAGES_CHECKED: usize = 8;
 /// Objects whose images a collection page checks at once.
 const CHECKS_AT_ONCE: usize = 16;
 
@@ -377,8 +379,12 @@ fn document(p: &Presentation, headers: &HeaderMap, body: &Value) -> Response {
 
 /// The OK images of an object (at most [`MAX_CANVASES`]), and whether any
 /// other is still being fetched or scaled.
-async fn images_of(b: &Binaries, ddb_id: &str) -> Result<(Vec<Image>, bool), ApiError> {
-    let refs = b.context_page(ddb_id, MAX_CANVASES, None).await?;
+async fn images_of(
+    b: &Binaries,
+    ddb_id: &str,
+    first: usize,
+) -> Result<(Vec<Image>, bool), ApiError> {
+    let refs = b.context_page(ddb_id, first, None).await?;
     let ids: Vec<String> = refs
         .items
         .iter()
@@ -419,7 +425,7 @@ async fn manifest(
     let (object, assignments, (images, pending)) = futures::try_join!(
         p.objects.get(&ddb_id),
         p.assignments.of_object(&ddb_id, None),
-        images_of(&p.binaries, &ddb_id),
+        images_of(&p.binaries, &ddb_id, MAX_CANVASES),
     )?;
     if images.is_empty() {
         let known = object.is_some() || !assignments.is_empty() || pending;
@@ -508,7 +514,7 @@ async fn collection(
         .map(|id| {
             let b = p.binaries.clone();
             async move {
-                images_of(&b, &id)
+                images_of(&b, &id, IMAGES_CHECKED)
                     .await
                     .map(|(i, _)| (!i.is_empty()).then_some(id))
             }

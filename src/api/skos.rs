@@ -33,6 +33,9 @@ where
         .layer(public_cors())
 }
 
+/// Portal documents made at once in this process.
+static EXPORTS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+
 #[derive(serde::Deserialize)]
 struct Format {
     format: Option<String>,
@@ -58,6 +61,9 @@ async fn portal(
             })?
         }
     };
+    // A whole portal is read and written in memory: two at a time, the
+    // others wait.
+    let _turn = EXPORTS.acquire().await.map_err(|_| ApiError::Unavailable)?;
     let base = base_url_of(s.public_url.as_deref(), &headers);
     let iris = skos::export::Iris {
         base: &base,
