@@ -170,9 +170,14 @@ fn a_killed_server_process_s_domain_is_taken_over() {
         return;
     }
     crate::support::run(async {
-        let cluster = crate::support::cluster().await;
-        let env = cluster.engine.env().to_owned();
-        let shared: kartei::store::DynStore = cluster;
+        // Keyspaces of its own: other tests' crawlers on the shared ones
+        // would take part in crawling this site (and, under load, fetch a
+        // URL again when their own claims expire), which is not what this
+        // test is about.
+        let store = crate::support::fresh_keyspaces().await;
+        let env = store.env().to_owned();
+        let shared: kartei::store::DynStore =
+            std::sync::Arc::new(kartei::store::Counted::new(store));
         let (s, binaries, refs) = slow_urls(&shared).await;
         let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_kartei"))
             .args(["serve", "--listen", "127.0.0.1:0", "--env", &env])
