@@ -493,16 +493,7 @@ async fn collection(
     if let Some(a) = &q.after {
         crate::kernel::check_id("object", a)?;
     }
-    let portal = match p.themes.category(&portal_id).await? {
-        Some(c) if c.parent_id.is_none() => c,
-        Some(_) => {
-            return Err(ApiError::bad_input(format!(
-                "{portal_id:?} is a category inside a portal, not a portal"
-            ))
-            .into());
-        }
-        None => return Err(ApiError::NotFound(format!("portal {portal_id:?}")).into()),
-    };
+    let portal = p.themes.portal(&portal_id).await?;
     let ids = p
         .assignments
         .objects_in(&portal_id, &SHOWN, COLLECTION_PAGE, q.after.as_deref())

@@ -121,13 +121,7 @@ impl Reconciler {
     pub async fn portals(&self, scope: Option<&str>) -> ApiResult<Vec<Category>> {
         match scope {
             None => self.themes.portals().await,
-            Some(p) => match self.themes.category(p).await? {
-                Some(c) if c.parent_id.is_none() => Ok(vec![c]),
-                Some(_) => Err(ApiError::bad_input(format!(
-                    "{p:?} is a category inside a portal, not a portal"
-                ))),
-                None => Err(ApiError::NotFound(format!("portal {p:?}"))),
-            },
+            Some(p) => Ok(vec![self.themes.portal(p).await?]),
         }
     }
 

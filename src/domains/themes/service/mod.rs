@@ -178,6 +178,18 @@ impl Themes {
             .collect())
     }
 
+    /// The portal `id`: NOT_FOUND when there is no such category,
+    /// BAD_USER_INPUT when it is a category inside a portal.
+    pub async fn portal(&self, id: &str) -> ApiResult<Category> {
+        match self.category(id).await? {
+            Some(c) if c.parent_id.is_none() => Ok(c),
+            Some(_) => Err(ApiError::bad_input(format!(
+                "{id:?} is a category inside a portal, not a portal"
+            ))),
+            None => Err(ApiError::NotFound(format!("portal {id:?}"))),
+        }
+    }
+
     pub async fn categories(&self, ids: &[String]) -> ApiResult<HashMap<String, Category>> {
         self.by_ids(&CATEGORIES, ids, |i| vec![i.into()], Category::from_row)
             .await

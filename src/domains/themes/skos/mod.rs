@@ -102,15 +102,7 @@ pub const MAX_TRIPLES: usize = 5_000_000;
 
 /// A portal with every category below it and every keyword in them.
 pub async fn read_portal(themes: &Themes, portal_id: &str) -> ApiResult<(Category, Vec<Category>, Vec<Keyword>)> {
-    let portal = match themes.category(portal_id).await? {
-        Some(c) if c.parent_id.is_none() => c,
-        Some(_) => {
-            return Err(ApiError::bad_input(format!(
-                "{portal_id:?} is a category inside a portal, not a portal"
-            )));
-        }
-        None => return Err(ApiError::NotFound(format!("portal {portal_id:?}"))),
-    };
+    let portal = themes.portal(portal_id).await?;
     let mut categories = Vec::new();
     let mut level = vec![portal.id.clone()];
     while !level.is_empty() {
