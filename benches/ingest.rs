@@ -68,9 +68,13 @@ async fn import_assignments(store: &DynStore, file: &Path, expect_created: bool)
     let service = Assignments::new(store.clone());
     let size = std::fs::metadata(file).unwrap().len() as usize;
     let input = std::io::BufReader::new(std::fs::File::open(file).unwrap());
-    let r = kartei::domains::assignments::import::import(&service, "bench", input, size, 4)
-        .await
-        .unwrap();
+    let r = kartei::domains::assignments::import::import(
+        &service,
+        "bench",
+        kartei::kernel::chunked::Input::new(input, size, 4),
+    )
+    .await
+    .unwrap();
     assert!(r.errors.is_empty(), "{}", r.summary());
     assert_eq!(r.created > 0, expect_created, "{}", r.summary());
     (r.created + r.existing) as f64 / r.elapsed.as_secs_f64()

@@ -322,9 +322,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             let report = assignments::import::import(
                 &Assignments::new(store.clone()),
                 "demo-machine",
-                kartei::DEMO_ASSIGNMENTS.as_bytes(),
-                kartei::DEMO_ASSIGNMENTS.len(),
-                1,
+                kartei::kernel::chunked::Input::new(
+                    kartei::DEMO_ASSIGNMENTS.as_bytes(),
+                    kartei::DEMO_ASSIGNMENTS.len(),
+                    1,
+                ),
             )
             .await?;
             eprintln!("demo suggestions: {}", report.summary());
@@ -335,9 +337,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                     "demo",
                     &[kartei::kernel::roles::Role::Machine],
                 ),
-                kartei::DEMO_OBJECTS.as_bytes(),
-                kartei::DEMO_OBJECTS.len(),
-                1,
+                kartei::kernel::chunked::Input::new(
+                    kartei::DEMO_OBJECTS.as_bytes(),
+                    kartei::DEMO_OBJECTS.len(),
+                    1,
+                ),
             )
             .await?;
             eprintln!("demo objects: {}", report.summary());

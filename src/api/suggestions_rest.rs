@@ -61,10 +61,10 @@ pub struct SuggestionsQuery {
 async fn suggestions(
     State(s): State<Suggestions>,
     authenticated: Option<axum::Extension<Authenticated>>,
-    Path((wiki, page)): Path<(String, String)>,
+    path: Path<(String, String)>,
     query: Result<Query<SuggestionsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let page = page_id(&page)?;
+    let (wiki, page) = wiki_page(path)?;
     let Query(q) = query.map_err(|e| ApiError::bad_input(e.body_text()))?;
     // A public route: a refused token reads as anonymous here, as no token does.
     let signed_in = matches!(
@@ -101,34 +101,45 @@ async fn suggestions(
     ))
 }
 
-fn private(caller: &crate::kernel::roles::Principal) -> Result<(), ApiError> {
-    caller
-        .require_any(&[Role::Editor, Role::Machine, Role::Admin])
-        .map(|_| ())
+/// A caller allowed the private reads (editor, machine or admin).
+struct Private;
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Private {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        let Caller(caller) = Caller::from_request_parts(parts, state).await?;
+        caller.require_any(&[Role::Editor, Role::Machine, Role::Admin])?;
+        Ok(Private)
+    }
+}
+
+/// A path's `{wiki}/{page_id}`, the page id checked.
+fn wiki_page(Path((wiki, page)): Path<(String, String)>) -> Result<(String, i32), ApiError> {
+    Ok((wiki, page_id(&page)?))
 }
 
 async fn feedback(
     State(s): State<Suggestions>,
-    Caller(caller): Caller,
-    Path((wiki, page)): Path<(String, String)>,
+    _: Private,
+    path: Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    private(&caller)?;
-    let page = page_id(&page)?;
+    let (wiki, page) = wiki_page(path)?;
     let found = s.feedback(&wiki, page).await?;
-    Ok(rows(
-        found
-            .iter()
-            .map(|f| serde_json::to_value(f).unwrap_or_default())
-            .collect(),
-    ))
+    let found = found
+        .iter()
+        .map(|f| serde_json::to_value(f).unwrap_or_default());
+    Ok(rows(found.collect()))
 }
 
 async fn title_cache(
     State(s): State<Suggestions>,
-    Caller(caller): Caller,
+    _: Private,
     Path((wiki, title)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    private(&caller)?;
     Ok(rows(match s.title(&wiki, &title).await? {
         Some((page_id, page_rev)) => {
             vec![json!({"wiki": wiki, "title": title, "page_id": page_id, "page_rev": page_rev})]
@@ -139,11 +150,10 @@ async fn title_cache(
 
 async fn instanceof_cache(
     State(s): State<Suggestions>,
-    Caller(caller): Caller,
-    Path((wiki, page)): Path<(String, String)>,
+    _: Private,
+    path: Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
-    private(&caller)?;
-    let page = page_id(&page)?;
+    let (wiki, page) = wiki_page(path)?;
     Ok(rows(match s.instance_of(&wiki, page).await? {
         Some((page_rev, instance_of)) => vec![
             json!({"wiki": wiki, "page_id": page, "page_rev": page_rev, "instance_of": instance_of}),

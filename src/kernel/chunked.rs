@@ -23,11 +23,81 @@ pub enum Row {
     Stop(ApiError),
 }
 
-/// The bad lines of an import, and where and why it stopped, if it did.
+/// An import's input: its lines, their size in bytes (for the progress
+/// bar), and how many chunks are written at once.
+pub struct Input<R> {
+    pub lines: R,
+    pub size: usize,
+    pub concurrency: usize,
+}
+
+impl<R: BufRead> Input<R> {
+    pub fn new(lines: R, size: usize, concurrency: usize) -> Self {
+        Input {
+            lines,
+            size,
+            concurrency,
+        }
+    }
+}
+
+/// The bad lines of an import, where and why it stopped, if it did, and
+/// the time it took.
 #[derive(Debug, Default)]
 pub struct Ended {
     pub errors: BadLines,
     pub stopped: Option<String>,
+    pub elapsed: std::time::Duration,
+}
+
+/// What an import's console needs of its report: the bad lines, where it
+/// stopped (if it did), and the one-line summary.
+pub trait Report {
+    fn errors(&self) -> &BadLines;
+    fn stopped(&self) -> Option<&str>;
+    fn summary(&self) -> String;
+}
+
+/// Declares a chunked importer's report: its counts, each with the words
+/// its summary gives it, then the bad lines, where the store stopped it and
+/// the time it took; with its [`Report`].
+#[macro_export]
+macro_rules! import_report {
+    ($name:ident { $($count:ident: $words:literal),+ $(,)? }) => {
+        #[derive(Debug, Default)]
+        pub struct $name {
+            $(pub $count: usize,)+
+            /// (1-based line number, what was wrong).
+            pub errors: $crate::kernel::ndjson::BadLines,
+            /// The store failed (a full disk, an unreachable cluster): the
+            /// import stopped there; a rerun of the same file goes on from
+            /// there.
+            pub stopped: Option<String>,
+            pub elapsed: std::time::Duration,
+        }
+
+        impl $name {
+            pub fn summary(&self) -> String {
+                $crate::kernel::chunked::summary(
+                    &[$((self.$count, $words)),+],
+                    &self.errors,
+                    self.elapsed,
+                )
+            }
+        }
+
+        impl $crate::kernel::chunked::Report for $name {
+            fn errors(&self) -> &$crate::kernel::ndjson::BadLines {
+                &self.errors
+            }
+            fn stopped(&self) -> Option<&str> {
+                self.stopped.as_deref()
+            }
+            fn summary(&self) -> String {
+                $name::summary(self)
+            }
+        }
+    };
 }
 
 /// An import's one-line summary: each count with its words (`"objects
@@ -51,16 +121,13 @@ pub fn summary(
     out
 }
 
-/// Reads `input` (of `size` bytes, for the progress bar) in chunks of
-/// `chunk` lines parsed by `parse`, writes `concurrency` chunks at a time
-/// with `write` (one result per row, in order; an `Err` is the whole
+/// Reads `input` in chunks of `chunk` lines parsed by `parse`, writes its
+/// `concurrency` chunks at a time with `write` (one result per row, in order; an `Err` is the whole
 /// chunk's: the store failed, the import stops), and hands each row's
 /// result to `row`.
 pub async fn import<T, R, W, Fut>(
-    input: impl BufRead,
-    size: usize,
+    input: Input<impl BufRead>,
     chunk: usize,
-    concurrency: usize,
     parse: fn(&str) -> Result<T, String>,
     write: W,
     mut row: impl FnMut(ApiResult<R>) -> Row,
@@ -69,10 +136,11 @@ where
     W: Fn(Vec<T>) -> Fut,
     Fut: Future<Output = ApiResult<Vec<ApiResult<R>>>>,
 {
+    let started = std::time::Instant::now();
     let mut ended = Ended::default();
-    let progress = Progress::start(size.max(1));
+    let progress = Progress::start(input.size.max(1));
     let mut read_error = None;
-    let lines = ndjson::lines_until_error(input, &mut read_error);
+    let lines = ndjson::lines_until_error(input.lines, &mut read_error);
     let chunks = ndjson::chunks(lines, &progress, chunk, parse);
     let write = &write;
     let mut results = futures::stream::iter(chunks)
@@ -80,7 +148,7 @@ where
             let (numbers, inputs): (Vec<usize>, Vec<T>) = good.into_iter().unzip();
             (numbers, write(inputs).await, bad)
         })
-        .buffer_unordered(concurrency.clamp(1, 64));
+        .buffer_unordered(input.concurrency.clamp(1, 64));
     'chunks: while let Some((numbers, outcome, bad)) = results.next().await {
         for b in bad {
             ended.errors.push(b);
@@ -114,5 +182,6 @@ where
         ended.errors.push((0, format!("cannot read further: {e}")));
     }
     ended.errors.sort();
+    ended.elapsed = started.elapsed();
     ended
 }

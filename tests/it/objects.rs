@@ -16,9 +16,7 @@ pub(crate) async fn import_text(app: &TestApp, text: &str) -> ImportReport {
         &Objects::new(app.store.clone()),
         &app.binaries,
         &Principal::local("import-objects", &[Role::Machine]),
-        text.as_bytes(),
-        text.len(),
-        4,
+        kartei::kernel::chunked::Input::new(text.as_bytes(), text.len(), 4),
     )
     .await
     .unwrap()

@@ -21,6 +21,7 @@ use crate::domains::jobs::service::{Jobs, Tracked};
 use crate::domains::objects::service::Objects;
 use crate::domains::suggestions::service::Suggestions;
 use crate::domains::themes::{import as vocabulary, service::Themes};
+use crate::kernel::chunked;
 use crate::kernel::ndjson::BadLines;
 use crate::kernel::roles::{Principal, Role};
 use crate::store::DynStore;
@@ -271,17 +272,11 @@ impl Console {
     /// summary, and when the store stopped it, where and that a rerun goes
     /// on (`rerun`: what a rerun does with what is there). Its exit status:
     /// 0, or 1 with bad lines or stopped.
-    fn import_ended(
-        &mut self,
-        shown: &str,
-        errors: &BadLines,
-        summary: String,
-        stopped: Option<&str>,
-        rerun: &str,
-    ) -> u8 {
+    fn import_ended(&mut self, shown: &str, report: &dyn chunked::Report, rerun: &str) -> u8 {
+        let errors = report.errors();
         self.bad_lines(shown, errors);
-        self.err(summary);
-        if let Some(why) = stopped {
+        self.err(report.summary());
+        if let Some(why) = report.stopped() {
             self.err(format!(
                 "error: the import stopped {why}. What came before is written; run the same command again once that is fixed ({rerun})."
             ));
@@ -425,18 +420,10 @@ async fn execute(
             let report = assignments::import::import(
                 &Assignments::new(store),
                 &creator,
-                std::io::BufReader::new(read),
-                size,
-                concurrency,
+                chunked::Input::new(std::io::BufReader::new(read), size, concurrency),
             )
             .await?;
-            Ok(console.import_ended(
-                &input.shown,
-                &report.errors,
-                report.summary(),
-                report.stopped.as_deref(),
-                "rows already present are skipped",
-            ))
+            Ok(console.import_ended(&input.shown, &report, "rows already present are skipped"))
         }
         Job::ImportObjects { concurrency } => {
             let (input, read, size) = opened(input, read)?;
@@ -447,16 +434,12 @@ async fn execute(
                 &Objects::new(store),
                 &binaries,
                 &Principal::local("import-objects", &[Role::Machine]),
-                std::io::BufReader::new(read),
-                size,
-                concurrency,
+                chunked::Input::new(std::io::BufReader::new(read), size, concurrency),
             )
             .await?;
             Ok(console.import_ended(
                 &input.shown,
-                &report.errors,
-                report.summary(),
-                report.stopped.as_deref(),
+                &report,
                 "objects already as the file says are left alone",
             ))
         }

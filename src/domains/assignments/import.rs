@@ -11,12 +11,11 @@
 //! file imports again as new suggestions by `--creator`.
 
 use std::io::BufRead;
-use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 use super::service::{Assignments, SuggestInput, Suggester, VocabularyCache};
-use crate::kernel::chunked::{self, Row};
+use crate::kernel::chunked::{self, Input, Row};
 use crate::kernel::error::ApiError;
 
 #[derive(Deserialize)]
@@ -56,43 +55,21 @@ pub fn parse(line: &str) -> Result<SuggestInput, String> {
     })
 }
 
-#[derive(Debug, Default)]
-pub struct ImportReport {
-    pub created: usize,
-    pub existing: usize,
-    pub errors: crate::kernel::ndjson::BadLines,
-    /// The store failed (a full disk, an unreachable cluster): the import
-    /// stopped there; a rerun of the same file skips the rows written.
-    pub stopped: Option<String>,
-    pub elapsed: Duration,
-}
-
-impl ImportReport {
-    pub fn summary(&self) -> String {
-        chunked::summary(
-            &[
-                (self.created, "assignments created"),
-                (self.existing, "already present"),
-            ],
-            &self.errors,
-            self.elapsed,
-        )
-    }
-}
+crate::import_report!(ImportReport {
+    created: "assignments created",
+    existing: "already present",
+});
 
 /// Lines per call of [`Assignments::suggest_many`].
 const CHUNK: usize = 1_000;
 
-/// Imports `input` (of `size` bytes, for the progress bar) as `creator`,
-/// `concurrency` chunks of [`CHUNK`] lines at a time.
+/// Imports `input` as `creator`,
+/// its `concurrency` chunks of [`CHUNK`] lines at a time.
 pub async fn import(
     assignments: &Assignments,
     creator: &str,
-    input: impl BufRead,
-    size: usize,
-    concurrency: usize,
+    input: Input<impl BufRead>,
 ) -> std::io::Result<ImportReport> {
-    let started = Instant::now();
     let who = Suggester::machine(creator);
     let mut report = ImportReport::default();
     if let Err(e) = crate::kernel::check_id("creator", creator) {
@@ -104,9 +81,7 @@ pub async fn import(
     let (mut created, mut existing) = (0, 0);
     let ended = chunked::import(
         input,
-        size,
         CHUNK,
-        concurrency,
         parse,
         |inputs| assignments.suggest_many(who, inputs, vocabulary),
         |r| match r {
@@ -126,7 +101,7 @@ pub async fn import(
     report.existing = existing;
     report.errors = ended.errors;
     report.stopped = ended.stopped;
-    report.elapsed = started.elapsed();
+    report.elapsed = ended.elapsed;
     Ok(report)
 }
 

@@ -9,13 +9,12 @@
 //! registered before is not registered again.
 
 use std::io::BufRead;
-use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
 use super::service::{Imported, ObjectInput, Objects};
 use crate::domains::binaries::service::Binaries;
-use crate::kernel::chunked::{self, Row};
+use crate::kernel::chunked::{self, Input, Row};
 use crate::kernel::error::ApiError;
 use crate::kernel::roles::Principal;
 
@@ -42,52 +41,27 @@ pub fn parse(line: &str) -> Result<ObjectInput, String> {
     })
 }
 
-#[derive(Debug, Default)]
-pub struct ImportReport {
-    pub created: usize,
-    pub updated: usize,
-    pub unchanged: usize,
-    pub errors: crate::kernel::ndjson::BadLines,
-    /// The store failed: the import stopped there; a rerun of the same file
-    /// writes only what is not there yet.
-    pub stopped: Option<String>,
-    pub elapsed: Duration,
-}
-
-impl ImportReport {
-    pub fn summary(&self) -> String {
-        chunked::summary(
-            &[
-                (self.created, "objects created"),
-                (self.updated, "updated"),
-                (self.unchanged, "unchanged"),
-            ],
-            &self.errors,
-            self.elapsed,
-        )
-    }
-}
+crate::import_report!(ImportReport {
+    created: "objects created",
+    updated: "updated",
+    unchanged: "unchanged",
+});
 
 /// Lines per call of [`Objects::import_many`].
 const CHUNK: usize = 500;
 
-/// Imports `input` (of `size` bytes, for the progress bar) as `who`,
-/// `concurrency` chunks at a time, registering images with `binaries`.
+/// Imports `input` as `who`,
+/// its `concurrency` chunks at a time, registering images with `binaries`.
 pub async fn import(
     objects: &Objects,
     binaries: &Binaries,
     who: &Principal,
-    input: impl BufRead,
-    size: usize,
-    concurrency: usize,
+    input: Input<impl BufRead>,
 ) -> std::io::Result<ImportReport> {
-    let started = Instant::now();
     let (mut created, mut updated, mut unchanged) = (0, 0, 0);
     let ended = chunked::import(
         input,
-        size,
         CHUNK,
-        concurrency,
         parse,
         |inputs| objects.import_many(who, binaries, inputs),
         |r| match r {
@@ -115,7 +89,7 @@ pub async fn import(
         unchanged,
         errors: ended.errors,
         stopped: ended.stopped,
-        elapsed: started.elapsed(),
+        elapsed: ended.elapsed,
     })
 }
 

@@ -75,9 +75,7 @@ async fn an_editor_exports_the_queue_s_filter_as_csv_or_ndjson(engine: Engine) {
     let r = kartei::domains::assignments::import::import(
         &service,
         "bot",
-        text.as_bytes(),
-        text.len(),
-        8,
+        kartei::kernel::chunked::Input::new(text.as_bytes(), text.len(), 8),
     )
     .await
     .unwrap();
@@ -263,9 +261,7 @@ async fn an_editor_exports_the_queue_s_filter_as_csv_or_ndjson(engine: Engine) {
     let again = kartei::domains::assignments::import::import(
         &service,
         "copy",
-        body.as_bytes(),
-        body.len(),
-        2,
+        kartei::kernel::chunked::Input::new(body.as_bytes(), body.len(), 2),
     )
     .await
     .unwrap();

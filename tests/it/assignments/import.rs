@@ -35,9 +35,7 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
     let first = kartei::domains::assignments::import::import(
         &service,
         "ingest-bot",
-        text.as_bytes(),
-        text.len(),
-        8,
+        kartei::kernel::chunked::Input::new(text.as_bytes(), text.len(), 8),
     )
     .await
     .unwrap();
@@ -51,9 +49,7 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
     let again = kartei::domains::assignments::import::import(
         &service,
         "ingest-bot",
-        text.as_bytes(),
-        text.len(),
-        8,
+        kartei::kernel::chunked::Input::new(text.as_bytes(), text.len(), 8),
     )
     .await
     .unwrap();
@@ -93,9 +89,7 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
     let third = kartei::domains::assignments::import::import(
         &service,
         "ingest-bot",
-        text.as_bytes(),
-        text.len(),
-        1,
+        kartei::kernel::chunked::Input::new(text.as_bytes(), text.len(), 1),
     )
     .await
     .unwrap();
@@ -119,9 +113,7 @@ async fn importing_machine_suggestions_is_idempotent(engine: Engine) {
     let dup = kartei::domains::assignments::import::import(
         &service,
         "dup-bot",
-        twice.as_bytes(),
-        twice.len(),
-        2,
+        kartei::kernel::chunked::Input::new(twice.as_bytes(), twice.len(), 2),
     )
     .await
     .unwrap();

@@ -49,7 +49,8 @@ pub(crate) async fn import_text(
     text: &str,
 ) -> kartei::domains::assignments::import::ImportReport {
     let service = kartei::domains::assignments::service::Assignments::new(store.clone());
-    kartei::domains::assignments::import::import(&service, creator, text.as_bytes(), text.len(), 8)
+    let input = kartei::kernel::chunked::Input::new(text.as_bytes(), text.len(), 8);
+    kartei::domains::assignments::import::import(&service, creator, input)
         .await
         .unwrap()
 }

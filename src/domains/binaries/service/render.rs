@@ -45,6 +45,24 @@ impl From<ApiError> for IiifFailure {
 }
 
 impl Binaries {
+    /// Reserves the decode budget for decoding an OK original again (a
+    /// render, a pyramid) into `output_pixels` with `scratch` bytes beside:
+    /// a header that no longer reads is an internal error, a decode the
+    /// budget can never hold a 413.
+    pub(super) async fn reserve_redecode(
+        &self,
+        bytes: &[u8],
+        output_pixels: u64,
+        scratch: u64,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, IiifFailure> {
+        let cost = imaging::decode_cost(bytes, output_pixels, |_, _| scratch).map_err(|e| {
+            tracing::error!(error = %e, "an OK original's header no longer reads");
+            IiifFailure::Api(ApiError::Internal)
+        })?;
+        let reserved = self.inner.decode_budget.reserve(cost).await;
+        reserved.map_err(|e| IiifFailure::Api(ApiError::PayloadTooLarge(e)))
+    }
+
     /// A IIIF image of an OK original: a stored derivative when it is exactly
     /// that, else computed (from the original) in `client`'s share of the
     /// render budget, and cached.
@@ -110,17 +128,9 @@ impl Binaries {
         } else {
             imaging::resize_scratch(rw, oh)
         };
-        let cost = imaging::decode_cost(&bytes, u64::from(bw) * u64::from(bh), |_, _| scratch)
-            .map_err(|e| {
-                tracing::error!(error = %e, "an OK original's header no longer reads");
-                IiifFailure::Api(ApiError::Internal)
-            })?;
         let memory = self
-            .inner
-            .decode_budget
-            .reserve(cost)
-            .await
-            .map_err(|e| IiifFailure::Api(ApiError::PayloadTooLarge(e)))?;
+            .reserve_redecode(&bytes, u64::from(bw) * u64::from(bh), scratch)
+            .await?;
         let out = tokio::task::spawn_blocking(move || {
             let decoded = imaging::decode(&bytes, &limits).map_err(|e| {
                 tracing::error!(error = %e, "an OK original no longer decodes");

@@ -197,17 +197,7 @@ impl Binaries {
             .await?;
         let bytes = self.read_all(o).await?;
         // `thumbnail_exact` needs no scratch beyond its output.
-        let cost = imaging::decode_cost(&bytes, pixels / 4, |_, _| 0)
-            .map_err(|e| {
-                tracing::error!(error = %e, "an OK original's header no longer reads");
-                IiifFailure::Api(ApiError::Internal)
-            })?;
-        let memory = self
-            .inner
-            .decode_budget
-            .reserve(cost)
-            .await
-            .map_err(|e| IiifFailure::Api(ApiError::PayloadTooLarge(e)))?;
+        let memory = self.reserve_redecode(&bytes, pixels / 4, 0).await?;
         let limits = self.inner.config.imaging;
         let started = std::time::Instant::now();
         let tiles = tokio::task::spawn_blocking(move || {
