@@ -7,7 +7,6 @@ use std::collections::{HashMap, VecDeque};
 use std::io::Cursor;
 use std::sync::Mutex;
 
-use image::imageops::FilterType;
 use image::{DynamicImage, ImageFormat, Rgba, RgbaImage};
 
 /// The largest width or height a response may have (also declared in info.json).
@@ -375,7 +374,7 @@ pub fn render(img: &DynamicImage, req: &ImageRequest) -> Result<Vec<u8>, IiifErr
     let (w, h) = scaled_size(req.size, req.rotation, rw, rh)?;
     let mut out = img.crop_imm(x, y, rw, rh);
     if (w, h) != (rw, rh) {
-        out = out.resize_exact(w, h, FilterType::CatmullRom);
+        out = crate::domains::binaries::imaging::resize(&out, w, h);
     }
     if req.rotation.mirror {
         out = out.fliph();
