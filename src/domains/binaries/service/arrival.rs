@@ -16,6 +16,18 @@ pub(super) struct Finished {
     validators: Option<Validators>,
 }
 
+/// What a body the crawler fetched brings to scaling besides its original:
+/// written together with the derivatives, in one call before the status.
+pub(super) struct Fetched {
+    validators: Validators,
+    /// The body, when it fit one chunk and is not written yet.
+    unwritten: Option<Vec<u8>>,
+    /// No original is known by its checksum yet: the index row is written.
+    index_checksum: bool,
+    /// The download's log line, with its time.
+    downloaded: (String, String),
+}
+
 impl Binaries {
     /// What the crawler fetched for `url`: a body is stored and scaled for the
     /// URL's original waiting for one (PROCESSING or RETRY), or revalidates
@@ -46,9 +58,10 @@ impl Binaries {
                         body,
                         mime,
                         validators,
-                    } => match self.receive(&id, body, mime.as_deref()).await {
-                        Ok(received) => {
-                            self.body_arrived(&o, url, received, mime, validators).await
+                    } => match self.receive_unwritten(&id, body, mime.as_deref()).await {
+                        Ok((received, unwritten)) => {
+                            let fetched = (validators, unwritten);
+                            self.body_arrived(&o, url, received, mime, fetched).await
                         }
                         Err(e) => Err(e),
                     },
@@ -161,7 +174,7 @@ impl Binaries {
         url: &str,
         received: Received,
         mime: Option<String>,
-        validators: Validators,
+        (validators, unwritten): (Validators, Option<Vec<u8>>),
     ) -> Result<Finished, FetchError> {
         let sniffed = imaging::sniff(&received.head).ok_or_else(|| {
             FetchError::Permanent(format!(
@@ -169,10 +182,11 @@ impl Binaries {
                 mime.as_deref().unwrap_or("nothing")
             ))
         })?;
-        if let Some(other) = self
+        let known = self
             .by_checksum(&received.checksum)
             .await
-            .map_err(|e| FetchError::Temporary(e.message()))?
+            .map_err(|e| FetchError::Temporary(e.message()))?;
+        if let Some(other) = known.clone()
             && other != o.id
         {
             self.log_original(
@@ -196,27 +210,36 @@ impl Binaries {
             mime: Some(sniffed.to_owned()),
             ..o.clone()
         };
-        self.log_original(
-            &o.id,
-            &format!("downloaded {} bytes ({sniffed})", received.size),
-        )
-        .await;
+        let fetched = Fetched {
+            validators,
+            unwritten,
+            index_checksum: known.is_none(),
+            downloaded: (
+                self.now(),
+                format!("downloaded {} bytes ({sniffed})", received.size),
+            ),
+        };
         let slot = self.scale_slot().await?;
-        self.scale(o, Some(validators), slot).await
+        self.scale(o, Some(fetched), slot).await
     }
 
-    /// Makes and stores the derivatives of a stored original, within a
-    /// scaling slot and the decode budget.
+    /// Makes and stores the derivatives of an original (stored, or just
+    /// fetched), within a scaling slot and the decode budget. The
+    /// derivatives, what a fetched body brings and the log lines up to "OK"
+    /// are written in one call, before `settle` writes the status.
     pub(super) async fn scale(
         &self,
         o: Original,
-        fetched: Option<Validators>,
+        mut fetched: Option<Fetched>,
         slot: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<Finished, FetchError> {
-        let bytes = self
-            .read_all(&o)
-            .await
-            .map_err(|e| FetchError::Temporary(e.message()))?;
+        let bytes = match fetched.as_mut().and_then(|f| f.unwritten.clone()) {
+            Some(bytes) => bytes,
+            None => self
+                .read_all(&o)
+                .await
+                .map_err(|e| FetchError::Temporary(e.message()))?,
+        };
         let limits = self.inner.config.imaging;
         // The largest derivative is scaled from the whole image, each smaller
         // one from the previous result: the first resize holds the most.
@@ -246,26 +269,57 @@ impl Binaries {
         .map_err(FetchError::Permanent)?;
         drop(slot);
         let (w, h, scaled) = (made.width, made.height, made.derivatives);
-        for ((_, _, table), (_, _, jpeg)) in DERIVATIVES.iter().zip(scaled) {
-            self.store()
-                .apply(vec![Mutation::upsert(
-                    Row::new(table).set("original_id", &o.id).set("data", jpeg),
-                )])
-                .await
-                .map_err(|e| {
-                    // The text goes into the public log: the store's own
-                    // message (a driver's) stays in ours.
-                    tracing::warn!(error = %e, original = %o.id, "storing a derivative failed");
-                    FetchError::Temporary("the store did not take the derivatives".into())
-                })?;
+        let mut writes: Vec<Mutation> = DERIVATIVES
+            .iter()
+            .zip(scaled)
+            .map(|((_, _, table), (_, _, jpeg))| {
+                Mutation::upsert(Row::new(table).set("original_id", &o.id).set("data", jpeg))
+            })
+            .collect();
+        let mut lines = Vec::new();
+        let mut validators = None;
+        if let Some(f) = fetched {
+            if let Some(data) = f.unwritten {
+                writes.push(Mutation::upsert(
+                    Row::new(&ORIGINALS_DATA)
+                        .set("original_id", &o.id)
+                        .set("part", 0)
+                        .set("data", data),
+                ));
+            }
+            if f.index_checksum
+                && let Some(checksum) = &o.checksum
+            {
+                writes.push(Mutation::upsert(
+                    Row::new(&ORIGINALS_CHECKSUM)
+                        .set("checksum", checksum)
+                        .set("original_id", &o.id),
+                ));
+            }
+            lines.push(f.downloaded);
+            validators = Some(f.validators);
         }
-        self.log_original(&o.id, &format!("{w}×{h} pixels; 4 derivatives made"))
-            .await;
+        let now = self.now();
+        lines.push((now.clone(), format!("{w}×{h} pixels; 4 derivatives made")));
+        // The "OK" line goes before the status too: whoever sees the new
+        // status also sees why.
+        lines.push((now, "OK".to_owned()));
+        let refs = self.refs_of(&o.id).await.unwrap_or_else(|e| {
+            tracing::warn!(original = %o.id, error = e.message(), "could not write the log lines");
+            Vec::new()
+        });
+        writes.extend(log_rows(&refs, &lines));
+        self.store().write_bulk(writes).await.map_err(|e| {
+            // The text goes into the public log: the store's own message (a
+            // driver's) stays in ours.
+            tracing::warn!(error = %e, original = %o.id, "storing the derivatives failed");
+            FetchError::Temporary("the store did not take the derivatives".into())
+        })?;
         Ok(Finished {
             original: o,
             width: w as i32,
             height: h as i32,
-            validators: fetched,
+            validators,
         })
     }
 
@@ -303,9 +357,35 @@ impl Binaries {
     pub(super) async fn receive(
         &self,
         id: &str,
-        mut body: Download,
+        body: Download,
         mime: Option<&str>,
     ) -> Result<Received, FetchError> {
+        let writer = self.receive_into(id, body, mime).await?;
+        Self::received(writer.finish().await)
+    }
+
+    /// As [`Self::receive`], but a body that fits one chunk comes back
+    /// unwritten (see [`ChunkWriter::finish_unwritten`]).
+    async fn receive_unwritten(
+        &self,
+        id: &str,
+        body: Download,
+        mime: Option<&str>,
+    ) -> Result<(Received, Option<Vec<u8>>), FetchError> {
+        let writer = self.receive_into(id, body, mime).await?;
+        let (received, unwritten) = match writer.finish_unwritten().await {
+            Ok((r, u)) => (Ok(r), u),
+            Err(e) => (Err(e), None),
+        };
+        Ok((Self::received(received)?, unwritten))
+    }
+
+    async fn receive_into<'a>(
+        &'a self,
+        id: &str,
+        mut body: Download,
+        mime: Option<&str>,
+    ) -> Result<ChunkWriter<'a>, FetchError> {
         let mut writer = ChunkWriter::new(self, id);
         while let Some(piece) = body.next_chunk().await? {
             match writer.push(&piece).await {
@@ -325,7 +405,11 @@ impl Binaries {
                 Err(WriteError::Store(e)) => return Err(FetchError::Temporary(e.message())),
             }
         }
-        match writer.finish().await {
+        Ok(writer)
+    }
+
+    fn received(finished: Result<Received, WriteError>) -> Result<Received, FetchError> {
+        match finished {
             Ok(r) if r.size == 0 => Err(FetchError::Permanent("the server sent no bytes".into())),
             Ok(r) => Ok(r),
             Err(WriteError::TooLarge | WriteError::NotAnImage) => {
@@ -364,31 +448,25 @@ impl Binaries {
                         .set("parts", parts)
                         .set("checksum", &checksum)
                         .set("mime", mime);
-                    if f.validators.is_some() && self.by_checksum(&checksum).await?.is_none() {
-                        self.store()
-                            .apply(vec![Mutation::upsert(
-                                Row::new(&ORIGINALS_CHECKSUM)
-                                    .set("checksum", &checksum)
-                                    .set("original_id", id),
-                            )])
-                            .await?;
-                    }
                 }
                 if let Some(v) = &f.validators {
                     row = row
                         .set_opt("e_tag", v.e_tag.clone())
                         .set_opt("last_modified", v.last_modified.clone());
                 }
-                // The log line first: whoever sees the new status also sees why.
-                self.log_original(id, "OK").await;
+                // The "OK" line is written already (by `scale`); out of the
+                // queue with the status.
+                let unqueue = vec![unqueue_row(id)];
                 self.store()
-                    .cas(Cas {
-                        row,
-                        condition: expect,
-                        ttl: None,
-                    })
+                    .cas_then(
+                        Cas {
+                            row,
+                            condition: expect,
+                            ttl: None,
+                        },
+                        std::sync::Arc::new(move |_| unqueue.clone()),
+                    )
                     .await?;
-                self.unqueue(id).await?;
             }
             Err(FetchError::Permanent(e)) => {
                 let message = format!("ERROR: {e}");
@@ -457,12 +535,11 @@ impl Binaries {
     }
 
     pub(super) async fn unqueue(&self, id: &str) -> ApiResult<()> {
-        self.store()
-            .apply(vec![Mutation::delete(
-                &PENDING_ORIGINALS,
-                vec![bucket_of(id).into(), id.into()],
-            )])
-            .await?;
+        self.store().apply(vec![unqueue_row(id)]).await?;
         Ok(())
     }
+}
+
+fn unqueue_row(id: &str) -> Mutation {
+    Mutation::delete(&PENDING_ORIGINALS, vec![bucket_of(id).into(), id.into()])
 }

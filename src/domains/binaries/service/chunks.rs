@@ -87,12 +87,30 @@ impl<'a> ChunkWriter<'a> {
         if !self.buf.is_empty() {
             self.flush().await?;
         }
-        Ok(Received {
+        Ok(self.received())
+    }
+
+    /// As [`Self::finish`], but a body that fits one chunk is not written:
+    /// its bytes come back, to be written with its derivatives in one call
+    /// (and scaled without reading them back).
+    pub(super) async fn finish_unwritten(
+        mut self,
+    ) -> Result<(Received, Option<Vec<u8>>), WriteError> {
+        if self.parts > 0 || self.buf.is_empty() {
+            return self.finish().await.map(|r| (r, None));
+        }
+        let bytes = std::mem::take(&mut self.buf);
+        self.parts = 1;
+        Ok((self.received(), Some(bytes)))
+    }
+
+    fn received(self) -> Received {
+        Received {
             size: self.size,
             parts: self.parts,
             checksum: hex(&self.hasher.finalize()),
             head: self.head,
-        })
+        }
     }
 }
 

@@ -427,18 +427,7 @@ impl Binaries {
         if reference_ids.is_empty() {
             return Ok(());
         }
-        let now = self.now();
-        let batch = reference_ids
-            .iter()
-            .map(|r| {
-                Mutation::upsert(
-                    Row::new(&LOGS)
-                        .set("reference_id", r)
-                        .set("timestamp", format!("{now}#{}", random_id(4)))
-                        .set("message", message),
-                )
-            })
-            .collect();
+        let batch = log_rows(reference_ids, &[(self.now(), message.to_owned())]);
         self.store().apply(batch).await?;
         Ok(())
     }
@@ -480,6 +469,23 @@ impl Binaries {
             Vec::new()
         })
     }
+}
+
+/// The log rows of `lines` (each with the time it was made at) for every
+/// reference in `reference_ids`.
+fn log_rows(reference_ids: &[String], lines: &[(String, String)]) -> Vec<Mutation> {
+    let mut rows = Vec::with_capacity(reference_ids.len() * lines.len());
+    for (time, message) in lines {
+        for r in reference_ids {
+            rows.push(Mutation::upsert(
+                Row::new(&LOGS)
+                    .set("reference_id", r)
+                    .set("timestamp", format!("{time}#{}", random_id(4)))
+                    .set("message", message),
+            ));
+        }
+    }
+    rows
 }
 
 fn pending_row(id: &str, due: &str) -> Row {
