@@ -14,7 +14,7 @@ use super::service::Crawl;
 use super::state::{domain_set, transition};
 use crate::kernel::error::ApiResult;
 use crate::kernel::parse_time;
-use crate::store::{Cursor, Mutation, Row, Value};
+use crate::store::{Cursor, Mutation, Page, Row, Value};
 
 /// READY domains a claim pass reads at a time, and pages at most per
 /// priority and pass.
@@ -128,16 +128,33 @@ impl Crawl {
     /// stopped, a few pages a pass, so none waits behind the first ones.
     pub async fn claim_pass(&self) -> ApiResult<usize> {
         let mut started = 0;
+        if self.inner.slots.available_permits() == 0 {
+            return Ok(0);
+        }
         let now_ms = to_ms(self.inner.clock.now());
+        // Every priority's next page in one call; further pages one by one.
+        let cursors = self.claim_from().clone();
+        let mut first: HashMap<i32, Page> = self
+            .state_pages(DomainState::Ready, CLAIM_PAGE, &cursors)
+            .await?
+            .into_iter()
+            .collect();
         for p in PRIORITIES.rev() {
             let mut pages = 0;
             while self.inner.slots.available_permits() > 0 && pages < CLAIM_PAGES {
                 pages += 1;
                 let from = self.claim_from().remove(&p);
                 let wrapped = from.is_none();
-                let (infos, next) = self
-                    .in_state_from(DomainState::Ready, p, CLAIM_PAGE, from)
-                    .await?;
+                let (infos, next) = match first.remove(&p) {
+                    Some(page) => (
+                        self.valid(DomainState::Ready, p, &page.rows).await?,
+                        page.next,
+                    ),
+                    None => {
+                        self.in_state_from(DomainState::Ready, p, CLAIM_PAGE, from)
+                            .await?
+                    }
+                };
                 if let Some(n) = next.clone() {
                     self.claim_from().insert(p, n);
                 }
@@ -149,6 +166,12 @@ impl Crawl {
                     .iter()
                     .map(|i| vec![i.domain.as_str().into()])
                     .collect();
+                if keys.is_empty() {
+                    if next.is_none() && wrapped {
+                        break;
+                    }
+                    continue;
+                }
                 let counters = self.store().get_many(&DOMAIN_COUNTERS, &keys).await?;
                 let candidates = counters
                     .into_iter()

@@ -139,33 +139,37 @@ impl Crawl {
     pub async fn dispatch_pass(&self, sweep: bool) -> ApiResult<()> {
         let now = self.inner.clock.now();
         let mut counts = HashMap::new();
-        for p in PRIORITIES.rev() {
-            for info in self.in_state(DomainState::Pending, p, PASS_PENDING).await? {
+        // Every priority's rows of a state in one call; each domain is
+        // checked against its domain row when its priority's turn comes.
+        let first = HashMap::new();
+        let pending = self.state_pages(DomainState::Pending, PASS_PENDING, &first);
+        let dispatching = self.state_pages(DomainState::Dispatching, PASS_PENDING, &first);
+        let claimed = self.state_pages(DomainState::Claimed, PASS_CLAIMED, &first);
+        let (pending, dispatching, claimed) =
+            futures::future::try_join3(pending, dispatching, claimed).await?;
+        let states = pending.into_iter().zip(dispatching).zip(claimed);
+        for (((p, pending), (_, dispatching)), (_, claimed)) in states {
+            for info in self.valid(DomainState::Pending, p, &pending.rows).await? {
                 *counts.entry(DomainState::Pending).or_insert(0) += 1;
                 self.dispatch(&info).await?;
             }
-            for info in self
-                .in_state(DomainState::Dispatching, p, PASS_PENDING)
-                .await?
-            {
+            let dispatching = self
+                .valid(DomainState::Dispatching, p, &dispatching.rows)
+                .await?;
+            for info in dispatching {
                 // A dispatcher that stopped: taken over after the claim TTL.
                 if dispatch_abandoned(&info, self.inner.config.claim_ttl, now) {
                     self.dispatch(&info).await?;
                 }
             }
-            let claimed = self.in_state(DomainState::Claimed, p, PASS_CLAIMED).await?;
+            let claimed = self.valid(DomainState::Claimed, p, &claimed.rows).await?;
             *counts.entry(DomainState::Claimed).or_insert(0) += claimed.len();
             self.free_dead_claims(claimed).await?;
         }
-        for p in PRIORITIES.rev() {
-            let page = self
-                .store()
-                .slice(
-                    &DOMAINS_BY_STATE,
-                    &Slice::partition(vec![DomainState::Idle.as_str().into(), p.into()])
-                        .limit(PASS_IDLE),
-                )
-                .await?;
+        for (p, page) in self
+            .state_pages(DomainState::Idle, PASS_IDLE, &first)
+            .await?
+        {
             let due: Vec<Row> = page
                 .rows
                 .into_iter()

@@ -237,7 +237,11 @@ impl Crawl {
         // the batch above has just cleared that want. Looked at again after
         // the batch, such an original is always seen (it was made before its
         // want was skipped), and a want made from now on sees the cleared flag.
-        if !recorded.retry && self.inner.binaries.url_waits(&link.url).await? {
+        if !recorded.retry && self
+                .inner
+                .binaries
+                .url_waits(&link.url, settled.ok_original.as_deref())
+                .await? {
             self.inner.links.want_now(&link.url).await?;
         }
         Ok(())

@@ -20,7 +20,8 @@ use super::model::*;
 use super::service::Crawl;
 use crate::kernel::error::ApiResult;
 use crate::kernel::parse_time;
-use crate::store::{Cas, Condition, Cursor, DynStore, Mutation, Row, Slice, Value};
+use crate::store::{Cas, Condition, Cursor, DynStore, Mutation, Page, Row, Slice, Value};
+use std::collections::HashMap;
 
 /// How long a state row of a version its domain never reached (a lost CAS,
 /// a crash between the two writes) is kept before a reader removes it.
@@ -249,17 +250,8 @@ pub(super) async fn transition(
 impl Crawl {
     /// Lists the domains of a state-table partition whose rows are valid
     /// (checked against their domain rows; stale rows are removed, and rows
-    /// of a version never reached once they are old).
-    pub(super) async fn in_state(
-        &self,
-        state: DomainState,
-        priority: i32,
-        limit: usize,
-    ) -> ApiResult<Vec<DomainInfo>> {
-        Ok(self.in_state_from(state, priority, limit, None).await?.0)
-    }
-
-    /// [`Self::in_state`] from a cursor; also returns where the page ended.
+    /// of a version never reached once they are old), from a cursor; also
+    /// returns where the page ended.
     pub(super) async fn in_state_from(
         &self,
         state: DomainState,
@@ -279,6 +271,27 @@ impl Crawl {
         Ok((self.valid(state, priority, &page.rows).await?, page.next))
     }
 
+    /// The first `limit` state-table rows of `state` in every priority,
+    /// highest first, each after its cursor in `after`: one call.
+    pub(super) async fn state_pages(
+        &self,
+        state: DomainState,
+        limit: usize,
+        after: &HashMap<i32, Cursor>,
+    ) -> ApiResult<Vec<(i32, Page)>> {
+        let priorities: Vec<i32> = PRIORITIES.rev().collect();
+        let slices: Vec<Slice> = priorities
+            .iter()
+            .map(|p| {
+                Slice::partition(vec![state.as_str().into(), (*p).into()])
+                    .limit(limit)
+                    .after(after.get(p).cloned())
+            })
+            .collect();
+        let pages = self.store().slice_many(&DOMAINS_BY_STATE, &slices).await?;
+        Ok(priorities.into_iter().zip(pages).collect())
+    }
+
     /// The domains of state-table rows that are valid, in the rows' order.
     pub(super) async fn valid(
         &self,
@@ -286,6 +299,9 @@ impl Crawl {
         priority: i32,
         rows: &[Row],
     ) -> ApiResult<Vec<DomainInfo>> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
         let keys: Vec<Vec<Value>> = rows
             .iter()
             .map(|r| vec![r.string("dom").as_str().into()])

@@ -70,14 +70,30 @@ impl Binaries {
                     )),
                     Arrival::Failed(e) => Err(e),
                 };
+                let checksum = match &outcome {
+                    Ok(f) => f.original.checksum.clone(),
+                    Err(_) => None,
+                };
                 let settled = self.settle(&o, status, outcome).await;
                 self.inner
                     .in_flight
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&id);
-                settled?;
-                self.settled(url, &id).await
+                match (settled?, checksum) {
+                    // Settled OK by this call: only where the URL points now
+                    // is read again.
+                    (true, Some(checksum)) if self.url_original(url).await?.as_deref() == Some(&id) => {
+                        Ok(Settled {
+                            status: Some(BinaryStatus::Ok),
+                            retry_at: None,
+                            checksum: Some(checksum),
+                            waiting: false,
+                            ok_original: Some(id),
+                        })
+                    }
+                    _ => self.settled(url, &id).await,
+                }
             }
             Some(BinaryStatus::Ok) => {
                 if let Err(e) = self.refetched(&o, arrival).await {
@@ -108,17 +124,23 @@ impl Binaries {
                 waiting: o.parts.is_none()
                     && (o.status == Some(BinaryStatus::Retry)
                         || (o.status == Some(BinaryStatus::Processing) && o.id != fetched_for)),
+                ok_original: (o.status == Some(BinaryStatus::Ok)).then(|| o.id.clone()),
                 status: o.status,
             },
         })
     }
 
     /// Whether the URL's original waits for a body nobody has given it: a
-    /// new original, made for the URL after a fetch of it had looked.
-    pub async fn url_waits(&self, url: &str) -> ApiResult<bool> {
+    /// new original, made for the URL after a fetch of it had looked. An
+    /// original that was OK (`ok_original`) never waits again: when the URL
+    /// still points at it, it is not read.
+    pub async fn url_waits(&self, url: &str, ok_original: Option<&str>) -> ApiResult<bool> {
         let Some(id) = self.url_original(url).await? else {
             return Ok(false);
         };
+        if ok_original == Some(id.as_str()) {
+            return Ok(false);
+        }
         Ok(matches!(
             self.original(&id).await?,
             Some(o) if o.parts.is_none() && o.status == Some(BinaryStatus::Processing)
@@ -419,13 +441,14 @@ impl Binaries {
         }
     }
 
-    /// Records the outcome of a claimed piece of work.
+    /// Records the outcome of a claimed piece of work; `true` when its status
+    /// was written (the original was still as claimed).
     pub(super) async fn settle(
         &self,
         o: &Original,
         status: BinaryStatus,
         outcome: Result<Finished, FetchError>,
-    ) -> ApiResult<()> {
+    ) -> ApiResult<bool> {
         let id = o.id.as_str();
         let expect = Condition::Equals(vec![("status", Some(status.as_str().into()))]);
         match outcome {
@@ -457,7 +480,8 @@ impl Binaries {
                 // The "OK" line is written already (by `scale`); out of the
                 // queue with the status.
                 let unqueue = vec![unqueue_row(id)];
-                self.store()
+                let written = self
+                    .store()
                     .cas_then(
                         Cas {
                             row,
@@ -467,6 +491,7 @@ impl Binaries {
                         std::sync::Arc::new(move |_| unqueue.clone()),
                     )
                     .await?;
+                Ok(written.applied)
             }
             Err(FetchError::Permanent(e)) => {
                 let message = format!("ERROR: {e}");
@@ -488,6 +513,7 @@ impl Binaries {
                     self.log_original_except(id, &message, &logged).await;
                 }
                 self.unqueue(id).await?;
+                Ok(failed.applied)
             }
             Err(FetchError::Temporary(e)) => {
                 let attempts = o.attempts + 1;
@@ -511,7 +537,8 @@ impl Binaries {
                     &format!("RETRY: {e} (attempt {attempts}; next at {due})"),
                 )
                 .await;
-                self.store()
+                let retried = self
+                    .store()
                     .cas(Cas {
                         row: original_update(id)
                             .set("status", BinaryStatus::Retry.as_str())
@@ -529,9 +556,9 @@ impl Binaries {
                         .apply(vec![Mutation::upsert(pending_row(id, &due))])
                         .await?;
                 }
+                Ok(retried.applied)
             }
         }
-        Ok(())
     }
 
     pub(super) async fn unqueue(&self, id: &str) -> ApiResult<()> {

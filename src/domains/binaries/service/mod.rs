@@ -132,6 +132,8 @@ pub struct Settled {
     /// The URL's original still waits for a body: a RETRY, or a new original
     /// the URL was given while this fetch was under way.
     pub waiting: bool,
+    /// The original the URL points at, when it is OK (it never waits again).
+    pub ok_original: Option<String>,
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
