@@ -214,7 +214,13 @@ impl Crawl {
             // RETRY when it is due, or a new original now.
             retry: settled.waiting,
         };
-        let old = self.store().get(&LINK_STATE, &link.bucketed()).await?;
+        // The stored state is read only for what this answer does not
+        // replace (a body brings both validators and a content hash).
+        let old = if recorded.validators.is_some() && recorded.content_hash.is_some() {
+            None
+        } else {
+            self.store().get(&LINK_STATE, &link.bucketed()).await?
+        };
         let mut batch = vec![
             Mutation::upsert(recorded.history(link)),
             Mutation::upsert(recorded.state(link, old.as_ref())),
