@@ -30,6 +30,20 @@ async fn a_registered_url_is_fetched_scaled_and_served(engine: Engine) {
     );
     assert_eq!(b["mime"], "image/jpeg");
     assert!(b["logs"].as_array().unwrap().len() >= 3, "{b}");
+    // The lines written in one call with the derivatives keep their order.
+    let lines: Vec<&str> = b["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|l| l["message"].as_str())
+        .collect();
+    let at = |prefix: &str| lines.iter().position(|l| l.starts_with(prefix));
+    let (downloaded, scaled) = (at("downloaded "), at("1600×1200 pixels"));
+    assert!(downloaded.is_some() && downloaded < scaled, "{lines:?}");
+    // "OK" follows the status at once (in its transaction on the embedded store).
+    if let Some(ok) = at("OK") {
+        assert!(scaled < Some(ok), "{lines:?}");
+    }
 
     let served = get(&app, &format!("/binary/{reference}"), &[]).await;
     assert_eq!(served.status(), StatusCode::OK);
@@ -225,6 +239,10 @@ async fn bad_binaries_end_in_clear_errors(engine: Engine) {
         );
         let logs = b["logs"].to_string();
         assert!(logs.contains("ERROR"), "{why}: {logs}");
+        if *why == "bomb" && b["url"].is_string() {
+            // Downloaded, then refused by the decoder: both lines are there.
+            assert!(logs.contains("downloaded "), "{why}: {logs}");
+        }
         let r = get(&app, &format!("/binary/{reference}"), &[]).await;
         assert_eq!(r.status(), StatusCode::NOT_FOUND, "{why}");
     }

@@ -14,6 +14,10 @@ pub(super) struct Finished {
     width: i32,
     height: i32,
     validators: Option<Validators>,
+    /// The references the log lines went to (the "OK" line follows).
+    refs: Vec<String>,
+    /// The checksum's index row, written with the status.
+    index: Option<Mutation>,
 }
 
 /// What a body the crawler fetched brings to scaling besides its original:
@@ -232,17 +236,27 @@ impl Binaries {
             mime: Some(sniffed.to_owned()),
             ..o.clone()
         };
+        let downloaded = (
+            self.now(),
+            format!("downloaded {} bytes ({sniffed})", received.size),
+        );
         let fetched = Fetched {
             validators,
             unwritten,
             index_checksum: known.is_none(),
-            downloaded: (
-                self.now(),
-                format!("downloaded {} bytes ({sniffed})", received.size),
-            ),
+            downloaded: downloaded.clone(),
         };
-        let slot = self.scale_slot().await?;
-        self.scale(o, Some(fetched), slot).await
+        let id = o.id.clone();
+        let scaled = match self.scale_slot().await {
+            Ok(slot) => self.scale(o, Some(fetched), slot).await,
+            Err(e) => Err(e),
+        };
+        if scaled.is_err() {
+            // Scaling wrote nothing: the download's line goes before the
+            // failure's.
+            self.log_lines(&id, &[downloaded]).await;
+        }
+        scaled
     }
 
     /// Makes and stores the derivatives of an original (stored, or just
@@ -255,7 +269,9 @@ impl Binaries {
         mut fetched: Option<Fetched>,
         slot: tokio::sync::OwnedSemaphorePermit,
     ) -> Result<Finished, FetchError> {
-        let bytes = match fetched.as_mut().and_then(|f| f.unwritten.clone()) {
+        let unwritten = fetched.as_mut().and_then(|f| f.unwritten.take());
+        let in_memory = unwritten.is_some();
+        let bytes = match unwritten {
             Some(bytes) => bytes,
             None => self
                 .read_all(&o)
@@ -281,14 +297,14 @@ impl Binaries {
             .await
             .map_err(FetchError::Permanent)?;
         let boxes: Vec<(u32, u32)> = DERIVATIVES.iter().map(|(w, h, _)| (*w, *h)).collect();
-        let made = tokio::task::spawn_blocking(move || {
+        let (made, bytes) = tokio::task::spawn_blocking(move || {
             let made = imaging::derivatives_of(&bytes, &boxes, &limits);
             drop(memory);
-            made
+            (made, bytes)
         })
         .await
-        .map_err(|e| FetchError::Permanent(format!("scaling failed: {e}")))?
-        .map_err(FetchError::Permanent)?;
+        .map_err(|e| FetchError::Permanent(format!("scaling failed: {e}")))?;
+        let made = made.map_err(FetchError::Permanent)?;
         drop(slot);
         let (w, h, scaled) = (made.width, made.height, made.derivatives);
         let mut writes: Vec<Mutation> = DERIVATIVES
@@ -298,21 +314,23 @@ impl Binaries {
                 Mutation::upsert(Row::new(table).set("original_id", &o.id).set("data", jpeg))
             })
             .collect();
+        if in_memory {
+            writes.push(Mutation::upsert(
+                Row::new(&ORIGINALS_DATA)
+                    .set("original_id", &o.id)
+                    .set("part", 0)
+                    .set("data", bytes),
+            ));
+        }
         let mut lines = Vec::new();
         let mut validators = None;
+        let mut index = None;
         if let Some(f) = fetched {
-            if let Some(data) = f.unwritten {
-                writes.push(Mutation::upsert(
-                    Row::new(&ORIGINALS_DATA)
-                        .set("original_id", &o.id)
-                        .set("part", 0)
-                        .set("data", data),
-                ));
-            }
+            // Written with the status, so it names only an OK original.
             if f.index_checksum
                 && let Some(checksum) = &o.checksum
             {
-                writes.push(Mutation::upsert(
+                index = Some(Mutation::upsert(
                     Row::new(&ORIGINALS_CHECKSUM)
                         .set("checksum", checksum)
                         .set("original_id", &o.id),
@@ -321,11 +339,7 @@ impl Binaries {
             lines.push(f.downloaded);
             validators = Some(f.validators);
         }
-        let now = self.now();
-        lines.push((now.clone(), format!("{w}×{h} pixels; 4 derivatives made")));
-        // The "OK" line goes before the status too: whoever sees the new
-        // status also sees why.
-        lines.push((now, "OK".to_owned()));
+        lines.push((self.now(), format!("{w}×{h} pixels; 4 derivatives made")));
         let refs = self.refs_of(&o.id).await.unwrap_or_else(|e| {
             tracing::warn!(original = %o.id, error = e.message(), "could not write the log lines");
             Vec::new()
@@ -342,6 +356,8 @@ impl Binaries {
             width: w as i32,
             height: h as i32,
             validators,
+            refs,
+            index,
         })
     }
 
@@ -477,9 +493,12 @@ impl Binaries {
                         .set_opt("e_tag", v.e_tag.clone())
                         .set_opt("last_modified", v.last_modified.clone());
                 }
-                // The "OK" line is written already (by `scale`); out of the
-                // queue with the status.
-                let unqueue = vec![unqueue_row(id)];
+                // With the status (in its transaction on the embedded store,
+                // right after it on Cassandra): the "OK" line, the checksum's
+                // index row, out of the queue.
+                let mut then = log_rows(&f.refs, &[(self.now(), "OK".to_owned())]);
+                then.extend(f.index);
+                then.push(unqueue_row(id));
                 let written = self
                     .store()
                     .cas_then(
@@ -488,7 +507,7 @@ impl Binaries {
                             condition: expect,
                             ttl: None,
                         },
-                        std::sync::Arc::new(move |_| unqueue.clone()),
+                        std::sync::Arc::new(move |_| then.clone()),
                     )
                     .await?;
                 Ok(written.applied)

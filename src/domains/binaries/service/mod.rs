@@ -442,6 +442,19 @@ impl Binaries {
         Ok(rows.iter().map(|r| r.string("reference_id")).collect())
     }
 
+    /// Logs `lines` (each with its time) to every reference of the original.
+    async fn log_lines(&self, original_id: &str, lines: &[(String, String)]) {
+        let written = match self.refs_of(original_id).await {
+            Ok(refs) if refs.is_empty() => Ok(()),
+            Ok(refs) => self.store().apply(log_rows(&refs, lines)).await.map_err(Into::into),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = written {
+            let e: ApiError = e;
+            tracing::warn!(original_id, error = e.message(), "could not write log lines");
+        }
+    }
+
     /// Logs `message` to every reference of the original; returns those.
     async fn log_original(&self, original_id: &str, message: &str) -> Vec<String> {
         self.log_original_except(original_id, message, &[]).await
@@ -474,15 +487,16 @@ impl Binaries {
 }
 
 /// The log rows of `lines` (each with the time it was made at) for every
-/// reference in `reference_ids`.
+/// reference in `reference_ids`; lines of one time keep their order (the
+/// line's place leads the random part of the key).
 fn log_rows(reference_ids: &[String], lines: &[(String, String)]) -> Vec<Mutation> {
     let mut rows = Vec::with_capacity(reference_ids.len() * lines.len());
-    for (time, message) in lines {
+    for (place, (time, message)) in lines.iter().enumerate() {
         for r in reference_ids {
             rows.push(Mutation::upsert(
                 Row::new(&LOGS)
                     .set("reference_id", r)
-                    .set("timestamp", format!("{time}#{}", random_id(4)))
+                    .set("timestamp", format!("{time}#{place}{}", random_id(4)))
                     .set("message", message),
             ));
         }

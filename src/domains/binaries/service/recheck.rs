@@ -101,6 +101,9 @@ impl Binaries {
         self.move_references(&o.id, &fresh, &url)
             .await
             .map_err(temporary)?;
+        // Its references came after it was scaled: they get the "OK" line
+        // here (`settle` writes it to those `scale` found: none).
+        self.log_original(&fresh, "OK").await;
         self.settle(&replacement, BinaryStatus::Processing, Ok(finished))
             .await
             .map_err(temporary)?;
