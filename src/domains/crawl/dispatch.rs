@@ -141,10 +141,10 @@ impl Crawl {
         let mut counts = HashMap::new();
         // Every priority's rows of a state in one call; each domain is
         // checked against its domain row when its priority's turn comes.
-        let first = HashMap::new();
-        let pending = self.state_pages(DomainState::Pending, PASS_PENDING, &first);
-        let dispatching = self.state_pages(DomainState::Dispatching, PASS_PENDING, &first);
-        let claimed = self.state_pages(DomainState::Claimed, PASS_CLAIMED, &first);
+        let from_start = HashMap::new();
+        let pending = self.state_pages(DomainState::Pending, PASS_PENDING, &from_start);
+        let dispatching = self.state_pages(DomainState::Dispatching, PASS_PENDING, &from_start);
+        let claimed = self.state_pages(DomainState::Claimed, PASS_CLAIMED, &from_start);
         let (pending, dispatching, claimed) =
             futures::future::try_join3(pending, dispatching, claimed).await?;
         let states = pending.into_iter().zip(dispatching).zip(claimed);
@@ -167,7 +167,7 @@ impl Crawl {
             self.free_dead_claims(claimed).await?;
         }
         for (p, page) in self
-            .state_pages(DomainState::Idle, PASS_IDLE, &first)
+            .state_pages(DomainState::Idle, PASS_IDLE, &from_start)
             .await?
         {
             let due: Vec<Row> = page

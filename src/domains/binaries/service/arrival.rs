@@ -254,7 +254,7 @@ impl Binaries {
         if scaled.is_err() {
             // Scaling wrote nothing: the download's line goes before the
             // failure's.
-            self.log_lines(&id, &[downloaded]).await;
+            self.log_lines(&id, &[downloaded], &[]).await;
         }
         scaled
     }

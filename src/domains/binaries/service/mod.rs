@@ -425,12 +425,21 @@ impl Binaries {
         Ok((out, next))
     }
 
+
     async fn log(&self, reference_ids: &[String], message: &str) -> ApiResult<()> {
-        if reference_ids.is_empty() {
-            return Ok(());
+        self.write_lines(reference_ids, &[(self.now(), message.to_owned())])
+            .await
+    }
+
+    /// Writes `lines` (each with its time) to the references given.
+    async fn write_lines(
+        &self,
+        reference_ids: &[String],
+        lines: &[(String, String)],
+    ) -> ApiResult<()> {
+        if !reference_ids.is_empty() {
+            self.store().apply(log_rows(reference_ids, lines)).await?;
         }
-        let batch = log_rows(reference_ids, &[(self.now(), message.to_owned())]);
-        self.store().apply(batch).await?;
         Ok(())
     }
 
@@ -440,19 +449,6 @@ impl Binaries {
             .partition_rows(&BINARY_REFS_ORIGINAL, original_id.into(), 1_000)
             .await?;
         Ok(rows.iter().map(|r| r.string("reference_id")).collect())
-    }
-
-    /// Logs `lines` (each with its time) to every reference of the original.
-    async fn log_lines(&self, original_id: &str, lines: &[(String, String)]) {
-        let written = match self.refs_of(original_id).await {
-            Ok(refs) if refs.is_empty() => Ok(()),
-            Ok(refs) => self.store().apply(log_rows(&refs, lines)).await.map_err(Into::into),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = written {
-            let e: ApiError = e;
-            tracing::warn!(original_id, error = e.message(), "could not write log lines");
-        }
     }
 
     /// Logs `message` to every reference of the original; returns those.
@@ -467,19 +463,31 @@ impl Binaries {
         message: &str,
         done: &[String],
     ) -> Vec<String> {
-        let result = match self.refs_of(original_id).await {
+        let line = [(self.now(), message.to_owned())];
+        self.log_lines(original_id, &line, done).await
+    }
+
+    /// Logs `lines` (each with its time) to every reference of the original
+    /// but those in `done`; returns the references written to.
+    async fn log_lines(
+        &self,
+        original_id: &str,
+        lines: &[(String, String)],
+        done: &[String],
+    ) -> Vec<String> {
+        let written = match self.refs_of(original_id).await {
             Ok(mut refs) => {
                 refs.retain(|r| !done.contains(r));
-                self.log(&refs, message).await.map(|()| refs)
+                self.write_lines(&refs, lines).await.map(|()| refs)
             }
             Err(e) => Err(e),
         };
-        result.unwrap_or_else(|e| {
+        written.unwrap_or_else(|e| {
             tracing::warn!(
                 original_id,
-                message,
+                lines = ?lines,
                 error = e.message(),
-                "could not write a log line"
+                "could not write log lines"
             );
             Vec::new()
         })
