@@ -14,7 +14,10 @@
 //! and per URL, counted by the store seam.
 //!
 //! Run: `cargo bench --bench crawl` (`-- N`, default 2,000 URLs; `-- --smoke`
-//! for 200). Prints one `BENCH|...` line per figure for `scripts/bench.sh`.
+//! for 200). With `KARTEI_BENCH_CASSANDRA=host:port` the same crawl runs on
+//! Cassandra too (keyspaces `*_bench<random>`, dropped afterwards; with
+//! `--cassandra-only` there alone). Prints one
+//! `BENCH|...` line per figure for `scripts/bench.sh`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,6 +28,10 @@ use kartei::domains::web::{FetchLimits, FetchPolicy, Fetcher};
 use kartei::kernel::roles::{Principal, Role};
 use kartei::store::embedded::EmbeddedStore;
 use kartei::store::{Counted, DynStore};
+
+#[path = "common/cassandra.rs"]
+mod cassandra;
+use cassandra::BenchKeyspaces;
 
 const HOSTS: usize = 20;
 
@@ -99,7 +106,24 @@ fn metric(name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-async fn run(n: usize) {
+/// Every store-call counter of `/metrics`, by its labels (`op`, `table`).
+fn store_calls() -> std::collections::BTreeMap<String, f64> {
+    kartei::kernel::metrics::render()
+        .lines()
+        .filter(|l| l.starts_with("kartei_store_calls_total{"))
+        .filter_map(|l| {
+            let (labels, v) = l.rsplit_once(' ')?;
+            Some((
+                labels
+                    .trim_start_matches("kartei_store_calls_total")
+                    .to_owned(),
+                v.parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+async fn run(n: usize, cassandra_only: bool) {
     let body = Arc::new(jpeg());
     let hits = Arc::new(AtomicU64::new(0));
     let mut bases = Vec::new();
@@ -145,17 +169,40 @@ async fn run(n: usize) {
     })
     .await;
     let direct = n as f64 / started.elapsed().as_secs_f64();
-    hits.store(0, Ordering::Relaxed);
 
-    // Ours: register every URL, then crawl until every binary has settled.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let store: DynStore = Arc::new(Counted::new(
-        EmbeddedStore::open(dir.path()).expect("store"),
-    ));
+    if !cassandra_only {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store: DynStore = Arc::new(Counted::new(
+            EmbeddedStore::open(dir.path()).expect("store"),
+        ));
+        crawl("embedded", store, &urls, &hits, direct, &args).await;
+    }
+    if let Some(nodes) = std::env::var("KARTEI_BENCH_CASSANDRA")
+        .ok()
+        .filter(|v| !v.is_empty())
+    {
+        let (keyspaces, store) = BenchKeyspaces::create(&nodes).await;
+        crawl("cassandra", store, &urls, &hits, direct, &args).await;
+        keyspaces.drop_all().await;
+    }
+}
+
+/// Registers every URL, then crawls until every binary has settled, on
+/// `store`; prints the figures beside the direct fetches' rate.
+async fn crawl(
+    engine: &str,
+    store: DynStore,
+    urls: &[String],
+    hits: &AtomicU64,
+    direct: f64,
+    args: &CrawlArgs,
+) {
+    let n = urls.len();
+    hits.store(0, Ordering::Relaxed);
     let binaries = kartei::app::binaries(&binary_args(), store.clone()).expect("binaries");
     let machine = Principal::local("bench", &[Role::Machine]);
     let mut refs = Vec::with_capacity(n);
-    for u in &urls {
+    for u in urls {
         refs.push(
             binaries
                 .register_url(&machine, u, "bench", None)
@@ -166,8 +213,11 @@ async fn run(n: usize) {
         );
     }
     let crawl =
-        kartei::app::crawl(&args, &binary_args(), store.clone(), binaries.clone()).expect("crawl");
+        kartei::app::crawl(args, &binary_args(), store.clone(), binaries.clone()).expect("crawl");
     let calls_before = store.round_trips();
+    let by_kind_before = store_calls();
+    let commits_before = metric("kartei_store_embedded_commits_total");
+    let requests_before = metric("kartei_store_cql_requests_total");
     let claims_before = metric("kartei_crawl_claims_total");
     let started = Instant::now();
     crawl.spawn();
@@ -182,6 +232,42 @@ async fn run(n: usize) {
     // Every fetched body is handed to the binaries pipeline before the next
     // request to its host; the last ones settle here.
     let calls = store.round_trips() - calls_before;
+    let mut by_kind: Vec<(String, f64)> = store_calls()
+        .into_iter()
+        .map(|(k, v)| {
+            let before = by_kind_before.get(&k).copied().unwrap_or(0.0);
+            (k, v - before)
+        })
+        .filter(|(_, v)| *v > 0.0)
+        .collect();
+    by_kind.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let commits = metric("kartei_store_embedded_commits_total") - commits_before;
+    if engine == "embedded" {
+        // The embedded store's one writer groups concurrent writes.
+        let writes: f64 = by_kind
+            .iter()
+            .filter(|(k, _)| {
+                ["apply", "write_bulk", "cas", "insert_new"]
+                    .iter()
+                    .any(|op| k.contains(&format!("\"{op}\"")))
+            })
+            .map(|(_, v)| v)
+            .sum();
+        println!(
+            "  durable commits: {:.2} per URL, {:.1} writes each, one every {:.2} ms",
+            commits / n as f64,
+            writes / commits.max(1.0),
+            started.elapsed().as_secs_f64() * 1000.0 / commits.max(1.0)
+        );
+    }
+    let requests = metric("kartei_store_cql_requests_total") - requests_before;
+    if requests > 0.0 {
+        println!("  CQL requests: {:.1} per URL", requests / n as f64);
+    }
+    println!("  store calls per URL by kind:");
+    for (k, v) in &by_kind {
+        println!("    {:>6.2}  {k}", v / n as f64);
+    }
     let claims = metric("kartei_crawl_claims_total") - claims_before;
     let mut pending: Vec<&String> = refs.iter().collect();
     while !pending.is_empty() {
@@ -205,15 +291,20 @@ async fn run(n: usize) {
         }
     }
     let ours = n as f64 / started.elapsed().as_secs_f64();
+    // Stopped, so that its passes do not count in the next engine's figures.
+    crawl.workers().stop(Duration::from_secs(10)).await;
+    binaries.workers().stop(Duration::from_secs(10)).await;
     bench(
-        &format!("crawl: {n} URLs over {HOSTS} local hosts, zero delay, embedded"),
+        &format!("crawl: {n} URLs over {HOSTS} local hosts, zero delay, {engine}"),
         format!("{ours:.0} URLs/s"),
         format!("{direct:.0} URLs/s fetched directly, same client and shape"),
         format!("x{:.2}", ours / direct),
         "scheduler overhead (report)",
     );
     bench(
-        "crawl: store calls per URL (claims, fetch history, storing and scaling)",
+        &format!(
+            "crawl: store calls per URL (claims, fetch history, storing and scaling), {engine}"
+        ),
         format!("{:.1} calls", calls as f64 / n as f64),
         format!(
             "{claims:.0} claim cycles of {:.0} URLs, {:.0} calls each",
@@ -236,5 +327,5 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime")
-        .block_on(run(n));
+        .block_on(run(n, args.iter().any(|a| a == "--cassandra-only")));
 }

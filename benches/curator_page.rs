@@ -31,6 +31,10 @@ use kartei::edge::auth::Auth;
 use kartei::kernel::roles::{Principal, Role};
 use kartei::store::{Counted, DynStore, Mutation};
 
+#[path = "common/cassandra.rs"]
+mod cassandra;
+use cassandra::BenchKeyspaces;
+
 const PORTAL: &str = "c-bench";
 const CHILD: &str = "c-bench-orte";
 const KEYWORDS: usize = 400;
@@ -491,32 +495,10 @@ fn main() {
         ));
         run("embedded", store, rows, None).await;
         if let Ok(nodes) = std::env::var("KARTEI_BENCH_CASSANDRA") {
-            let nodes: Vec<String> = nodes.split(',').map(str::to_owned).collect();
-            let mut b = [0u8; 4];
-            getrandom::fill(&mut b).expect("random");
-            let env = format!(
-                "bench{}",
-                b.iter().map(|x| format!("{x:02x}")).collect::<String>()
-            );
-            let cql = kartei::store::cql::CqlStore::connect(
-                &nodes,
-                &env,
-                "{'class': 'SimpleStrategy', 'replication_factor': 1}".into(),
-            )
-            .await
-            .expect("connect to Cassandra");
-            cql.migrate(kartei::CQL_FILES).await.expect("migrate");
-            let store: DynStore = Arc::new(Counted::new(cql));
-            let raw = RawPlan::new(&nodes, &env).await;
+            let (keyspaces, store) = BenchKeyspaces::create(&nodes).await;
+            let raw = RawPlan::new(&keyspaces.nodes, &keyspaces.env).await;
             run("cassandra", store, rows, Some(&raw)).await;
-            let admin = kartei::store::cql::CqlStore::connect(&nodes, &env, String::new())
-                .await
-                .expect("connect to Cassandra");
-            for family in ["themes", "target", "binaries"] {
-                let _ = admin
-                    .ddl(&format!("DROP KEYSPACE IF EXISTS {family}_{env}"))
-                    .await;
-            }
+            keyspaces.drop_all().await;
         }
     });
 }

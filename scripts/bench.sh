@@ -11,7 +11,7 @@
 #            200 MB upload and download (scripts/measure-memory.sh), the
 #            crawler's URLs/s from 20 local hosts against direct fetches and
 #            its store calls per claim (benches/crawl.rs)
-# cassandra  the curator page on a Cassandra node, and import-vocabulary /
+# cassandra  the curator page and the crawler on a Cassandra node, and import-vocabulary /
 #            import-assignments against `cqlsh COPY FROM` (PyPI cqlsh, in a
 #            venv under target/) loading the same rows into objects_keywords
 #            on the same node. Uses KARTEI_BENCH_CASSANDRA=host:port, else
@@ -124,12 +124,12 @@ bench_embedded() {
     run cargo bench "${PROFILE[@]}" --locked --bench ingest -- --smoke
     run cargo bench "${PROFILE[@]}" --locked --bench curator_page -- 2000
     run cargo bench "${PROFILE[@]}" --locked --bench assignments -- 20000
-    run cargo bench "${PROFILE[@]}" --locked --bench crawl -- --smoke
+    KARTEI_BENCH_CASSANDRA= run cargo bench "${PROFILE[@]}" --locked --bench crawl -- --smoke
   else
     run cargo bench --locked --bench ingest -- ${FULL:+1000000}
     run cargo bench --locked --bench curator_page
     run cargo bench --locked --bench assignments -- "$([ -n "$FULL" ] && echo 1000000 || echo 100000)"
-    run cargo bench --locked --bench crawl -- "$([ -n "$FULL" ] && echo 20000 || echo 2000)"
+    KARTEI_BENCH_CASSANDRA= run cargo bench --locked --bench crawl -- "$([ -n "$FULL" ] && echo 20000 || echo 2000)"
     if ! command -v vipsthumbnail >/dev/null && [ "$(id -u)" = 0 ]; then
       (apt-get install -y -q libvips-tools >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q libvips-tools >/dev/null)) || true
     fi
@@ -195,8 +195,10 @@ bench_cassandra() {
   row "import-vocabulary, Cassandra ($((n > 2000 ? n : 2000)) keywords)" "$vocab rows/s" "$copy rows/s cqlsh COPY (assignment rows)" "$(ratio "$vocab" "$copy")" ">= 5,000 rows/s"
   if [ -n "$SMOKE" ]; then
     KARTEI_BENCH_CASSANDRA=$CASS run cargo bench "${PROFILE[@]}" --locked --bench curator_page -- 2000
+    KARTEI_BENCH_CASSANDRA=$CASS run cargo bench "${PROFILE[@]}" --locked --bench crawl -- --smoke --cassandra-only
   else
     KARTEI_BENCH_CASSANDRA=$CASS run cargo bench --locked --bench curator_page
+    KARTEI_BENCH_CASSANDRA=$CASS run cargo bench --locked --bench crawl -- 2000 --cassandra-only
   fi
 }
 

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use time::OffsetDateTime;
 
-use super::fetcher::to_ms;
 use super::model::*;
 use super::service::Crawl;
 use super::state::{domain_set, transition};

@@ -3,12 +3,13 @@
 //! the next slot booked in the store before each request, and the domain
 //! handed back when its turn is over.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use time::OffsetDateTime;
 
 use super::model::*;
-use super::outcomes::{Outcome, segment_key};
+use super::claims::heartbeat_every;
+use super::outcomes::{Outcome, Pace, segment_key};
 use super::robots::Rules;
 use super::service::Crawl;
 use super::state::{domain_set, read_domain, transition};
@@ -57,13 +58,25 @@ fn turn_over(now: OffsetDateTime, next_at: OffsetDateTime, turn_ends: OffsetDate
     now >= turn_ends || next_at > turn_ends
 }
 
-/// A time as milliseconds since the epoch (`domain_counters.next_crawl`).
-pub(super) fn to_ms(t: OffsetDateTime) -> i64 {
-    (t - OffsetDateTime::UNIX_EPOCH).whole_milliseconds() as i64
+/// How long a fetcher goes by what it last read of its claim before the next
+/// request: an admin's exclusion (or a claim freed because this process's
+/// heartbeats stalled) stops the segment within this, at most a second and
+/// at most one heartbeat, instead of one store read per request.
+fn claim_recheck(claim_ttl: Duration) -> Duration {
+    heartbeat_every(claim_ttl).min(Duration::from_secs(1))
 }
 
-fn from_ms(ms: i64) -> OffsetDateTime {
-    OffsetDateTime::UNIX_EPOCH + time::Duration::milliseconds(ms)
+/// Whether the claim is read again before the next request (last read at
+/// `read`).
+fn recheck_due(read: Option<Instant>, now: Instant, every: Duration) -> bool {
+    read.is_none_or(|t| now.saturating_duration_since(t) >= every)
+}
+
+/// Whether the slot booked in the store (ms since the epoch) already keeps a
+/// fetcher that takes over from sending before `next`: then a request may go
+/// out without booking again.
+fn booked_covers(booked_ms: i64, next: OffsetDateTime) -> bool {
+    booked_ms >= to_ms(next)
 }
 
 impl Crawl {
@@ -85,13 +98,19 @@ impl Crawl {
                 &Slice::partition(vec![domain.as_str().into()]).limit(SEGMENT * 2),
             )
             .await?;
-        let mut next_at = self.next_crawl(&domain).await?;
+        let mut booked = self.next_crawl(&domain).await?;
+        let mut next_at = from_ms(booked);
+        let recheck = claim_recheck(self.inner.config.claim_ttl);
+        let mut claim_read = None;
         for row in &segment.rows {
-            let Some(info) = read_domain(self.store(), &domain).await? else {
-                return Ok(());
-            };
-            if info.claim_token != self.token() || info.state != DomainState::Claimed {
-                return Ok(());
+            if recheck_due(claim_read, Instant::now(), recheck) {
+                let Some(info) = read_domain(self.store(), &domain).await? else {
+                    return Ok(());
+                };
+                if info.claim_token != self.token() || info.state != DomainState::Claimed {
+                    return Ok(());
+                }
+                claim_read = Some(Instant::now());
             }
             if turn_over(self.inner.clock.now(), next_at, turn_ends) {
                 handed_back = true;
@@ -108,7 +127,7 @@ impl Crawl {
             let rules = match self.inner.robots.cached(&site) {
                 Some(r) => Ok(r),
                 None => {
-                    let (fetched, at) = self.robots(&domain, &site, next_at).await?;
+                    let (fetched, at) = self.robots(&domain, &site, next_at, &mut booked).await?;
                     next_at = at;
                     fetched
                 }
@@ -118,14 +137,17 @@ impl Crawl {
                 break;
             }
             match rules {
-                Err(e) => self.record(&link, row, Outcome::failed(e)).await?,
+                Err(e) => {
+                    self.record(&link, row, Outcome::failed(e), None).await?;
+                }
                 Ok(rules) if !rules.allowed(&url) => {
                     crate::kernel::metrics::crawl_robots_excluded();
-                    self.record(&link, row, Outcome::robots(&site)).await?
+                    self.record(&link, row, Outcome::robots(&site), None)
+                        .await?;
                 }
                 Ok(rules) => {
                     let (at, stop) = self
-                        .fetch(&domain, &link, &url, row, &rules, next_at)
+                        .fetch(&domain, &link, &url, row, &rules, (next_at, &mut booked))
                         .await?;
                     next_at = at;
                     if stop {
@@ -145,8 +167,11 @@ impl Crawl {
         domain: &str,
         site: &str,
         next_at: OffsetDateTime,
+        booked: &mut i64,
     ) -> ApiResult<(Result<Rules, FetchError>, OffsetDateTime)> {
-        let next_at = self.wait_turn(domain, next_at, &Rules::AllowAll).await?;
+        let next_at = self
+            .wait_turn(domain, next_at, &Rules::AllowAll, booked)
+            .await?;
         let fetched = self.inner.robots.fetch(&self.inner.fetcher, site).await;
         // The spacing counts from the end of a request.
         let delay = self.delay_for(fetched.as_ref().unwrap_or(&Rules::AllowAll));
@@ -154,8 +179,9 @@ impl Crawl {
     }
 
     /// Fetches one link robots.txt allows, in its turn, and records what
-    /// came; returns when the next request may go out, and whether the
-    /// segment stops here (the site asked for a longer wait than a slot is held).
+    /// came (booking the slot after next with it, in `booked`); returns when
+    /// the next request may go out, and whether the segment stops here (the
+    /// site asked for a longer wait than a slot is held).
     async fn fetch(
         &self,
         domain: &str,
@@ -163,9 +189,9 @@ impl Crawl {
         url: &str,
         row: &Row,
         rules: &Rules,
-        next_at: OffsetDateTime,
+        (next_at, booked): (OffsetDateTime, &mut i64),
     ) -> ApiResult<(OffsetDateTime, bool)> {
-        let mut next_at = self.wait_turn(domain, next_at, rules).await?;
+        let mut next_at = self.wait_turn(domain, next_at, rules, booked).await?;
         let validators = Validators {
             e_tag: row.text("e_tag").map(str::to_owned),
             last_modified: row.text("last_modified").map(str::to_owned),
@@ -180,22 +206,28 @@ impl Crawl {
             let now = self.inner.clock.now();
             match back_off(next_at, now, w, self.inner.config.max_wait) {
                 BackOff::Stop(at) => {
-                    self.record(link, row, outcome).await?;
+                    self.record(link, row, outcome, None).await?;
                     return Ok((at, true));
                 }
                 BackOff::Wait(at) => {
                     next_at = at;
                     self.book(domain, next_at).await?;
+                    *booked = to_ms(next_at);
                 }
             }
         }
         // The body is read while it is recorded; the spacing counts from
         // the end of that.
-        self.record(link, row, outcome).await?;
-        Ok((
-            next_at.max(self.inner.clock.now() + self.delay_for(rules)),
-            false,
-        ))
+        let pace = Pace {
+            domain,
+            next_at,
+            delay: self.delay_for(rules),
+        };
+        if let Some((after, slot)) = self.record(link, row, outcome, Some(pace)).await? {
+            next_at = after;
+            *booked = to_ms(slot);
+        }
+        Ok((next_at, false))
     }
 
     /// Ends this fetcher's claim of `domain`: READY with the rest of its
@@ -236,26 +268,30 @@ impl Crawl {
         spacing(c.delay, c.max_wait, rules.delay())
     }
 
-    /// When the next request to `domain` may go out, as the store knows it.
-    async fn next_crawl(&self, domain: &str) -> ApiResult<OffsetDateTime> {
-        let ms = self
+    /// When the next request to `domain` may go out, as the store knows it
+    /// (ms since the epoch).
+    async fn next_crawl(&self, domain: &str) -> ApiResult<i64> {
+        Ok(self
             .store()
             .get(&DOMAIN_COUNTERS, &[domain.into()])
             .await?
             .and_then(|r| r.bigint("next_crawl"))
-            .unwrap_or(0);
-        Ok(from_ms(ms))
+            .unwrap_or(0))
     }
 
-    /// Waits until `next_at`, then books the next slot (now + the delay, or
-    /// the site's larger Crawl-delay) in `domain_counters` before the request
-    /// goes out, for a fetcher that takes over after a crash; returns that
-    /// slot (the caller moves it on once the request has ended).
+    /// Waits until `next_at`, then makes sure the next slot (now + the
+    /// delay, or the site's larger Crawl-delay) is booked in
+    /// `domain_counters` before the request goes out, for a fetcher that
+    /// takes over after a crash: the previous fetch's record booked it
+    /// already (`booked`) unless this request goes out later than that
+    /// reckoned with. Returns the slot (the caller moves it on once the
+    /// request has ended).
     async fn wait_turn(
         &self,
         domain: &str,
         next_at: OffsetDateTime,
         rules: &Rules,
+        booked: &mut i64,
     ) -> ApiResult<OffsetDateTime> {
         let now = self.inner.clock.now();
         if next_at > now {
@@ -263,19 +299,16 @@ impl Crawl {
             tokio::time::sleep(wait.min(self.inner.config.max_wait)).await;
         }
         let next = self.inner.clock.now() + self.delay_for(rules);
-        self.book(domain, next).await?;
+        if !booked_covers(*booked, next) {
+            self.book(domain, next).await?;
+            *booked = to_ms(next);
+        }
         Ok(next)
     }
 
     /// Stores when the next request to `domain` may go out.
     async fn book(&self, domain: &str, next: OffsetDateTime) -> ApiResult<()> {
-        self.store()
-            .apply(vec![Mutation::upsert(
-                Row::new(&DOMAIN_COUNTERS)
-                    .set("dom", domain)
-                    .set("next_crawl", to_ms(next)),
-            )])
-            .await?;
+        self.store().apply(vec![next_crawl_row(domain, next)]).await?;
         Ok(())
     }
 }
@@ -332,6 +365,25 @@ mod tests {
         assert!(!turn_over(at(0), ends, ends));
         assert!(turn_over(at(0), at(301), ends));
         assert!(turn_over(ends, at(0), ends));
+    }
+
+    #[test]
+    fn the_claim_is_read_again_at_least_once_a_second_and_once_a_heartbeat() {
+        assert_eq!(claim_recheck(Duration::from_secs(900)), SECOND);
+        assert_eq!(claim_recheck(2 * SECOND), SECOND / 2);
+        let t = Instant::now();
+        assert!(recheck_due(None, t, SECOND), "the first request reads it");
+        assert!(!recheck_due(Some(t), t + SECOND / 2, SECOND));
+        assert!(recheck_due(Some(t), t + SECOND, SECOND));
+    }
+
+    #[test]
+    fn a_request_books_again_only_when_it_goes_out_later_than_was_booked() {
+        let next = at(10);
+        assert!(booked_covers(to_ms(next), next));
+        assert!(booked_covers(to_ms(next) + 1, next));
+        assert!(!booked_covers(to_ms(next) - 1, next));
+        assert!(!booked_covers(0, next), "nothing booked yet");
     }
 
     #[test]

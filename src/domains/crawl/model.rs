@@ -11,7 +11,7 @@ use time::macros::format_description;
 use crate::store::ColumnType::Text;
 use crate::store::buckets::bucket_of;
 use crate::store::table;
-use crate::store::{Order, Row, Table, Value, col};
+use crate::store::{Mutation, Order, Row, Table, Value, col};
 
 const ASC: Order = Order::Asc;
 
@@ -104,6 +104,25 @@ table! {
     pub DOMAIN_COUNTERS: Crawl.domain_counters
         partition(dom: Text)
         columns(next_crawl: BigInt)
+}
+
+/// A time as milliseconds since the epoch (`domain_counters.next_crawl`).
+pub(super) fn to_ms(t: OffsetDateTime) -> i64 {
+    (t - OffsetDateTime::UNIX_EPOCH).whole_milliseconds() as i64
+}
+
+pub(super) fn from_ms(ms: i64) -> OffsetDateTime {
+    OffsetDateTime::UNIX_EPOCH + time::Duration::milliseconds(ms)
+}
+
+/// The `domain_counters` row saying that the next request to `domain` may go
+/// out at `next`.
+pub(super) fn next_crawl_row(domain: &str, next: OffsetDateTime) -> Mutation {
+    Mutation::upsert(
+        Row::new(&DOMAIN_COUNTERS)
+            .set("dom", domain)
+            .set("next_crawl", to_ms(next)),
+    )
 }
 
 table! {

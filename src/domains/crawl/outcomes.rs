@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use time::OffsetDateTime;
+
 use super::model::*;
 use super::service::Crawl;
 use crate::domains::binaries::service::Arrival;
@@ -102,6 +104,30 @@ impl Outcome {
     }
 }
 
+/// How long a fetch's record books beyond the slot after next: the next
+/// request may go out this much later than reckoned (the loop's own work)
+/// and still find its slot booked (see `Crawl::wait_turn`).
+const BOOKING_SLACK: Duration = Duration::from_millis(100);
+
+/// The spacing of a domain's requests, for the record of a fetch that the
+/// next request follows: the record books that request's slot with the
+/// fetch's rows, so that request needs no booking of its own.
+pub(super) struct Pace<'a> {
+    pub domain: &'a str,
+    /// The earliest the next request may go out anyway (a Retry-After).
+    pub next_at: OffsetDateTime,
+    pub delay: Duration,
+}
+
+impl Pace<'_> {
+    /// When the next request may go out, the fetch having ended at `now`,
+    /// and the slot booked for the one after it.
+    fn after(&self, now: OffsetDateTime) -> (OffsetDateTime, OffsetDateTime) {
+        let next = self.next_at.max(now + self.delay);
+        (next, next + self.delay + BOOKING_SLACK)
+    }
+}
+
 /// The key of a segment row (to remove it once its link is recorded).
 pub(super) fn segment_key(row: &Row) -> Vec<Value> {
     ["dom", "subdom", "path", "proto"]
@@ -179,13 +205,16 @@ impl Recorded<'_> {
 impl Crawl {
     /// Hands the answer to the binaries domain and records the fetch: a
     /// links row, the link's state, its getnow row (kept, with the due time,
-    /// for a RETRY), and the segment row gone, in one batch.
+    /// for a RETRY), the segment row gone and, with a `pace`, the domain's
+    /// slot after next booked, in one batch. Returns, with a `pace`, when
+    /// the next request may go out and the slot booked.
     pub(super) async fn record(
         &self,
         link: &LinkKey,
         segment_row: &Row,
         outcome: Outcome,
-    ) -> ApiResult<()> {
+        pace: Option<Pace<'_>>,
+    ) -> ApiResult<Option<(OffsetDateTime, OffsetDateTime)>> {
         let time = self.now();
         let Outcome {
             arrival,
@@ -202,6 +231,8 @@ impl Crawl {
             _ => None,
         };
         let settled = self.inner.binaries.link_fetched(&link.url, arrival).await?;
+        // The body has been read: the spacing counts from now.
+        let paced = pace.map(|p| (p.domain, p.after(self.inner.clock.now())));
         let recorded = Recorded {
             time: &time,
             response: response.as_ref(),
@@ -237,6 +268,9 @@ impl Crawl {
         } else {
             batch.push(Mutation::delete(&GETNOW, link.bucketed()));
         }
+        if let Some((domain, (_, slot))) = paced {
+            batch.push(next_crawl_row(domain, slot));
+        }
         self.store().apply(batch).await?;
         // A registration that gave the URL a new original after
         // `link_fetched` looked found the link still wanted and wrote nothing;
@@ -250,7 +284,7 @@ impl Crawl {
                 .await? {
             self.inner.links.want_now(&link.url).await?;
         }
-        Ok(())
+        Ok(paced.map(|(_, times)| times))
     }
 }
 
@@ -270,6 +304,25 @@ mod tests {
 
     fn link() -> LinkKey {
         LinkKey::of("https://example.org/a.jpg").unwrap()
+    }
+
+    #[test]
+    fn a_record_books_the_slot_after_next_with_room_for_the_loop() {
+        let t0 = OffsetDateTime::UNIX_EPOCH + time::Duration::days(20_000);
+        let second = Duration::from_secs(1);
+        let pace = Pace {
+            domain: "example.org",
+            next_at: t0,
+            delay: second,
+        };
+        let (next, slot) = pace.after(t0 + second);
+        assert_eq!(next, t0 + 2 * second, "the delay counts from the fetch's end");
+        assert_eq!(slot, next + second + BOOKING_SLACK);
+        let waiting = Pace {
+            next_at: t0 + 60 * second,
+            ..pace
+        };
+        assert_eq!(waiting.after(t0).0, t0 + 60 * second, "a Retry-After holds");
     }
 
     #[test]

@@ -85,9 +85,11 @@ impl Binaries {
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(&id);
                 match (settled?, checksum) {
-                    // Settled OK by this call: only where the URL points now
-                    // is read again.
-                    (true, Some(checksum)) if self.url_original(url).await?.as_deref() == Some(&id) => {
+                    // Settled OK by this call: nothing is read again. Should
+                    // a registration have given the URL a new original
+                    // meanwhile, the crawler's `url_waits`, after it recorded
+                    // the fetch, finds that it waits.
+                    (true, Some(checksum)) => {
                         Ok(Settled {
                             status: Some(BinaryStatus::Ok),
                             retry_at: None,

@@ -130,9 +130,11 @@ pub struct Settled {
     /// The content's checksum, when a body was stored.
     pub checksum: Option<String>,
     /// The URL's original still waits for a body: a RETRY, or a new original
-    /// the URL was given while this fetch was under way.
+    /// the URL was given while this fetch was under way (when this fetch
+    /// settled its original OK, the crawler's `url_waits` looks for that).
     pub waiting: bool,
-    /// The original the URL points at, when it is OK (it never waits again).
+    /// The original this fetch settled OK, or the one the URL points at
+    /// when that is OK (it never waits again).
     pub ok_original: Option<String>,
 }
 
