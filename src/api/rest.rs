@@ -1,9 +1,10 @@
 //! What every route shares about requests, wherever it is declared: refuse
 //! a body whose `Content-Length` is already over the route's limit before
 //! reading it, tell a body that was too large from one that stopped
-//! arriving, and match `If-None-Match` against an ETag.
+//! arriving, match `If-None-Match` against an ETag, and take a portal's id
+//! from a path, checked.
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -34,6 +35,25 @@ pub async fn refuse_announced_oversize(
         ))
         .into_response(),
         _ => next.run(req).await,
+    }
+}
+
+/// A route's one path segment that names a portal (`/skos/{portalId}`,
+/// `/iiif/3/collection/{portalId}`), checked as an id before the handler runs.
+pub struct PortalId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PortalId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, ApiError> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_input(e.body_text()))?;
+        crate::kernel::check_id("portal", &id)?;
+        Ok(PortalId(id))
     }
 }
 

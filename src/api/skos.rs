@@ -3,13 +3,14 @@
 //! asks; public like the vocabulary, open to every origin.
 
 use axum::Router;
-use axum::extract::{FromRef, Path, Query, State};
+use axum::extract::{FromRef, Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::api::binaries_rest::RestError;
 use crate::api::iiif_rest::{base_url_of, public_cors, vary_on_host_of};
+use crate::api::rest::PortalId;
 use crate::domains::themes::service::Themes;
 use crate::domains::themes::skos;
 use crate::kernel::error::ApiError;
@@ -43,11 +44,10 @@ struct Format {
 
 async fn portal(
     State(s): State<Skos>,
-    Path(portal_id): Path<String>,
+    PortalId(portal_id): PortalId,
     Query(q): Query<Format>,
     headers: HeaderMap,
 ) -> Result<Response, RestError> {
-    crate::kernel::check_id("portal", &portal_id)?;
     let format = match &q.format {
         Some(f) => skos::format_of(f)
             .ok_or_else(|| ApiError::bad_input(format!("format {f:?}: ttl, rdf or jsonld")))?,

@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 
 use crate::api::binaries_rest::RestError;
 use crate::api::iiif_rest::{base_url, public_cors, vary_on_host};
+use crate::api::rest::PortalId;
 use crate::domains::assignments::model::AssignmentStatus;
 use crate::domains::assignments::service::Assignments;
 use crate::domains::binaries::model::{BinaryStatus, Original};
@@ -485,11 +486,10 @@ struct CollectionQuery {
 /// `GET /iiif/3/collection/{portalId}[?after={ddbId}]`.
 async fn collection(
     State(p): State<Presentation>,
-    Path(portal_id): Path<String>,
+    PortalId(portal_id): PortalId,
     Query(q): Query<CollectionQuery>,
     headers: HeaderMap,
 ) -> Result<Response, RestError> {
-    crate::kernel::check_id("portal", &portal_id)?;
     if let Some(a) = &q.after {
         crate::kernel::check_id("object", a)?;
     }
