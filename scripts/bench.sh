@@ -28,6 +28,11 @@
 # --smoke    tiny sizes on the debug profile: proves every part still runs
 #            (CI runs `scripts/bench.sh all --smoke`); its figures mean nothing.
 #
+# The summary table shows each figure beside the last run of the same mode
+# here (kept in target/bench/, scripts/bench_summary.py) and lists under it
+# every figure more than 10% worse: a ratio with a goal compares as the goal
+# reads, a figure without one by its unit.
+#
 # Default mode `all`, short sizes: about ten minutes on 2 cores after the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -224,9 +229,15 @@ esac
 echo
 echo "Benchmarks, $(date -u +%Y-%m-%d), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)${SMOKE:+ (smoke run: sizes too small to mean anything)}:"
 echo
-echo "| figure | ours | reference | ratio | goal |"
-echo "|---|---:|---:|---:|---|"
-# Each curator-page run prints one row per engine; keep them all.
-while IFS='|' read -r _ figure ours reference ratio goal; do
-  echo "| $figure | $ours | $reference | $ratio | $goal |"
-done <"$ROWS"
+# Each figure beside the last full run of the same mode on this machine
+# (target/bench/), figures worse by more than 10% listed under the table;
+# a smoke run compares with nothing and is not kept.
+LAST=target/bench/last-$MODE${FULL:+-full}.rows
+if [ -n "$SMOKE" ]; then
+  python3 scripts/bench_summary.py --check >&2
+  python3 scripts/bench_summary.py "$ROWS"
+else
+  python3 scripts/bench_summary.py "$ROWS" "$LAST"
+  mkdir -p target/bench
+  { echo "# $(date -u +%Y-%m-%d) $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"; cat "$ROWS"; } >"$LAST"
+fi
