@@ -72,6 +72,18 @@ impl<S: Store> Store for Counted<S> {
         self.count("write_bulk", "batch");
         self.engine.write_bulk(batch).await
     }
+    async fn write_bulk_then_cas(
+        &self,
+        bulk: Vec<Mutation>,
+        cas: Cas,
+        then: Heal,
+    ) -> Result<CasOutcome, StoreError> {
+        // Two calls of the API (one commit on the embedded engine, which
+        // its own commit counter shows).
+        self.count("write_bulk", "batch");
+        self.count("cas", cas.row.table.name);
+        self.engine.write_bulk_then_cas(bulk, cas, then).await
+    }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.count("apply", "batch");
         self.engine.apply(batch).await

@@ -309,6 +309,22 @@ pub trait Store: Send + Sync {
     async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.apply(batch).await
     }
+    /// `write_bulk(bulk)`, then `cas_then(cas, then)`: rows a status needs,
+    /// then the status (an original's derivatives before its OK). The bulk
+    /// is written whether the compare-and-set applies or not, as when the
+    /// two are called one after the other. On the embedded engine all of it
+    /// is one transaction (one durable commit instead of two); on Cassandra
+    /// it is the two calls, in that order. `bulk` may not write the
+    /// compare-and-set's row.
+    async fn write_bulk_then_cas(
+        &self,
+        bulk: Vec<Mutation>,
+        cas: Cas,
+        then: Heal,
+    ) -> Result<CasOutcome, StoreError> {
+        self.write_bulk(bulk).await?;
+        self.cas_then(cas, then).await
+    }
     /// An atomic batch of writes: all apply or none.
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError>;
     /// A serialisable compare-and-set on one row.
@@ -438,6 +454,14 @@ impl Store for DynStore {
     }
     async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.as_ref().write_bulk(batch).await
+    }
+    async fn write_bulk_then_cas(
+        &self,
+        bulk: Vec<Mutation>,
+        cas: Cas,
+        then: Heal,
+    ) -> Result<CasOutcome, StoreError> {
+        self.as_ref().write_bulk_then_cas(bulk, cas, then).await
     }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.as_ref().apply(batch).await

@@ -225,10 +225,27 @@ impl EmbeddedStore {
 
     /// A compare-and-set, with the writes that go with it when it applies.
     async fn cas_job(&self, cas: Cas, then: Option<super::Heal>) -> Result<CasOutcome, StoreError> {
+        self.cas_job_after(Vec::new(), cas, then).await
+    }
+
+    /// A compare-and-set after `before` (written whatever it decides), with
+    /// the writes that go with it when it applies, in one transaction.
+    async fn cas_job_after(
+        &self,
+        before: Vec<Write>,
+        cas: Cas,
+        then: Option<super::Heal>,
+    ) -> Result<CasOutcome, StoreError> {
         cas.validate()?;
         let key = key::encode(cas.row.table, &cas.row.key()?)?;
+        if before.iter().any(|w| w.touches(&key)) {
+            return Err(StoreError::Internal(
+                "a bulk written before a compare-and-set writes its row".into(),
+            ));
+        }
         match self
             .write(Job::Cas(PreparedCas {
+                before,
                 key,
                 row: cas.row,
                 condition: cas.condition,
@@ -404,6 +421,16 @@ impl Store for EmbeddedStore {
 
     async fn cas_then(&self, cas: Cas, then: super::Heal) -> Result<CasOutcome, StoreError> {
         self.cas_job(cas, Some(then)).await
+    }
+
+    async fn write_bulk_then_cas(
+        &self,
+        bulk: Vec<Mutation>,
+        cas: Cas,
+        then: super::Heal,
+    ) -> Result<CasOutcome, StoreError> {
+        let before = prepare_all(&bulk, now_ms())?;
+        self.cas_job_after(before, cas, Some(then)).await
     }
 
     async fn insert_new(

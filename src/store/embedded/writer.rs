@@ -57,7 +57,22 @@ pub(super) enum Write {
     },
 }
 
+impl Write {
+    /// Whether this write changes the row stored under `key`.
+    pub(super) fn touches(&self, key: &[u8]) -> bool {
+        match self {
+            Write::Put { key: k, .. } | Write::Remove { key: k } | Write::Add { key: k, .. } => {
+                k == key
+            }
+            Write::RemovePrefix { prefix } => key.starts_with(prefix),
+        }
+    }
+}
+
 pub(super) struct PreparedCas {
+    /// Writes made first, whatever the compare-and-set decides (they never
+    /// touch its row, so it decides the same before or after them).
+    pub before: Vec<Write>,
     pub key: Vec<u8>,
     pub row: Row,
     pub condition: Condition,
@@ -86,7 +101,7 @@ impl Job {
     fn weight(&self) -> usize {
         match self {
             Job::Apply(w) => w.len(),
-            Job::Cas(_) => 1,
+            Job::Cas(c) => 1 + c.before.len(),
             Job::InsertNew(i, _) => i.iter().map(|i| 1 + i.writes.len()).sum(),
             Job::Sweep => 1_000,
         }
@@ -233,40 +248,49 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
                 }
                 Job::Cas(cas) => match decide(&rows, cas, now) {
                     Err(e) => Err(e),
-                    Ok((Some(next), _)) => {
+                    Ok((next, current)) => {
                         // The writes that go with it, prepared before anything
                         // is written: one that does not validate (a bug) fails
                         // this compare-and-set only, not the group.
-                        let then = match &cas.then {
-                            Some(then) => super::prepare_all(&then(&next), now),
-                            None => Ok(Vec::new()),
+                        let then = match (&next, &cas.then) {
+                            (Some(next), Some(then)) => super::prepare_all(&then(next), now),
+                            _ => Ok(Vec::new()),
                         };
                         match then {
                             Err(e) => Err(e),
                             Ok(then) => {
-                                let expires =
-                                    cas.ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
-                                let put = Write::Put {
-                                    key: cas.key.clone(),
-                                    value: codec::encode(&next, expires),
-                                    expires,
-                                };
-                                write(&mut rows, &mut expiry, &put)?;
-                                for w in &then {
+                                // A bulk that goes first, whatever was decided.
+                                for w in &cas.before {
                                     write(&mut rows, &mut expiry, w)?;
                                 }
-                                wrote = true;
-                                Ok(Reply::Cas(CasOutcome {
-                                    applied: true,
-                                    current: Some(next),
-                                }))
+                                wrote |= !cas.before.is_empty();
+                                match next {
+                                    Some(next) => {
+                                        let expires =
+                                            cas.ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
+                                        let put = Write::Put {
+                                            key: cas.key.clone(),
+                                            value: codec::encode(&next, expires),
+                                            expires,
+                                        };
+                                        write(&mut rows, &mut expiry, &put)?;
+                                        for w in &then {
+                                            write(&mut rows, &mut expiry, w)?;
+                                        }
+                                        wrote = true;
+                                        Ok(Reply::Cas(CasOutcome {
+                                            applied: true,
+                                            current: Some(next),
+                                        }))
+                                    }
+                                    None => Ok(Reply::Cas(CasOutcome {
+                                        applied: false,
+                                        current,
+                                    })),
+                                }
                             }
                         }
                     }
-                    Ok((None, current)) => Ok(Reply::Cas(CasOutcome {
-                        applied: false,
-                        current,
-                    })),
                 },
                 Job::InsertNew(inserts, heal) => {
                     let mut out = Vec::with_capacity(inserts.len());

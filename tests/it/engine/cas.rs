@@ -199,7 +199,73 @@ async fn a_conditional_replacement_writes_every_column(engine: Engine) {
     assert_eq!((after.text("v"), after.bigint("n")), (Some("neu"), Some(9)));
 }
 
+/// Rows a status needs, then the status: the bulk is stored whether the
+/// compare-and-set applies or not, its writes follow only when it does, and
+/// a bulk that would write the compare-and-set's own row is refused whole.
+async fn a_bulk_goes_before_a_compare_and_set_in_one_call(engine: Engine) {
+    let ts = store(engine).await;
+    let s = &ts.store;
+    let p = uid();
+    let then_p = p.clone();
+    let then: kartei::store::Heal =
+        Arc::new(move |_: &Row| vec![Mutation::upsert(probe(&then_p, "then", 1))]);
+    let status = |v: &str, expect: Option<&str>| Cas {
+        row: probe(&p, "status", 1).set("v", v),
+        condition: match expect {
+            None => Condition::NotExists,
+            Some(e) => Condition::Equals(vec![("v", Some(Value::from(e)))]),
+        },
+        ttl: None,
+    };
+    let bulk = |c: &str| {
+        vec![
+            Mutation::upsert(probe(&p, c, 1)),
+            Mutation::upsert(probe(&p, c, 2)),
+        ]
+    };
+    let read = |c: &str, n: i32| {
+        let key = probe(&p, c, n).key().unwrap();
+        async move { s.get(&PROBE, &key).await.unwrap() }
+    };
+    let o = s
+        .write_bulk_then_cas(bulk("a"), status("OK", None), then.clone())
+        .await
+        .unwrap();
+    assert!(o.applied);
+    assert!(read("a", 1).await.is_some() && read("a", 2).await.is_some());
+    assert!(
+        read("then", 1).await.is_some(),
+        "the writes that go with it"
+    );
+    assert_eq!(read("status", 1).await.unwrap().text("v"), Some("OK"));
+    // Not applied (the status is not PROCESSING): the bulk is stored all the same.
+    let o = s
+        .write_bulk_then_cas(bulk("b"), status("ERROR", Some("PROCESSING")), then.clone())
+        .await
+        .unwrap();
+    assert!(!o.applied);
+    assert_eq!(o.current.unwrap().text("v"), Some("OK"));
+    assert!(read("b", 1).await.is_some() && read("b", 2).await.is_some());
+    assert_eq!(read("status", 1).await.unwrap().text("v"), Some("OK"));
+    if engine == Engine::Embedded {
+        let own_row = vec![
+            Mutation::upsert(probe(&p, "c", 1)),
+            Mutation::upsert(probe(&p, "status", 1).set("v", "sneaked")),
+        ];
+        let refused = s
+            .write_bulk_then_cas(own_row, status("x", Some("OK")), then)
+            .await;
+        assert!(
+            matches!(refused, Err(StoreError::Internal(_))),
+            "{refused:?}"
+        );
+        assert!(read("c", 1).await.is_none(), "nothing of it is stored");
+        assert_eq!(read("status", 1).await.unwrap().text("v"), Some("OK"));
+    }
+}
+
 both_engines!(
     compare_and_set_under_50_concurrent_tasks,
     a_conditional_replacement_writes_every_column,
+    a_bulk_goes_before_a_compare_and_set_in_one_call,
 );

@@ -8,20 +8,25 @@ use crate::kernel::error::{ApiError, ApiResult};
 use crate::store::buckets::bucket_of;
 use crate::store::{Cas, Condition, Mutation, Row};
 
-/// What scaling an original found out, for `settle`.
+/// What scaling an original found out and made, for `settle` to store.
 pub(super) struct Finished {
     original: Original,
     width: i32,
     height: i32,
     validators: Option<Validators>,
-    /// The references the log lines went to (the "OK" line follows).
+    /// The derivatives, what a fetched body brings, and the log lines up to
+    /// "derivatives made": written before the status, in its call.
+    bulk: Vec<Mutation>,
+    /// Those log lines, again for the log should the bulk not be stored.
+    lines: Vec<(String, String)>,
+    /// The references the log lines go to (the "OK" line follows).
     refs: Vec<String>,
     /// The checksum's index row, written with the status.
     index: Option<Mutation>,
 }
 
 /// What a body the crawler fetched brings to scaling besides its original:
-/// written together with the derivatives, in one call before the status.
+/// written together with the derivatives, before the status and in its call.
 pub(super) struct Fetched {
     validators: Validators,
     /// The body, when it fit one chunk and is not written yet.
@@ -261,10 +266,11 @@ impl Binaries {
         scaled
     }
 
-    /// Makes and stores the derivatives of an original (stored, or just
-    /// fetched), within a scaling slot and the decode budget. The
-    /// derivatives, what a fetched body brings and the log lines up to "OK"
-    /// are written in one call, before `settle` writes the status.
+    /// Makes the derivatives of an original (stored, or just fetched),
+    /// within a scaling slot and the decode budget. The derivatives, what a
+    /// fetched body brings and the log lines up to "derivatives made" are
+    /// not written here: `settle` writes them before the status, in the same
+    /// call (one transaction on the embedded store).
     pub(super) async fn scale(
         &self,
         o: Original,
@@ -347,17 +353,13 @@ impl Binaries {
             Vec::new()
         });
         writes.extend(log_rows(&refs, &lines));
-        self.store().write_bulk(writes).await.map_err(|e| {
-            // The text goes into the public log: the store's own message (a
-            // driver's) stays in ours.
-            tracing::warn!(error = %e, original = %o.id, "storing the derivatives failed");
-            FetchError::Temporary("the store did not take the derivatives".into())
-        })?;
         Ok(Finished {
             original: o,
             width: w as i32,
             height: h as i32,
             validators,
+            bulk: writes,
+            lines,
             refs,
             index,
         })
@@ -497,22 +499,36 @@ impl Binaries {
                 }
                 // With the status (in its transaction on the embedded store,
                 // right after it on Cassandra): the "OK" line, the checksum's
-                // index row, out of the queue.
+                // index row, out of the queue. Before it, in the same call
+                // (one transaction on the embedded store): what scaling made.
                 let mut then = log_rows(&f.refs, &[(self.now(), "OK".to_owned())]);
                 then.extend(f.index);
                 then.push(unqueue_row(id));
-                let written = self
-                    .store()
-                    .cas_then(
-                        Cas {
-                            row,
-                            condition: expect,
-                            ttl: None,
-                        },
-                        std::sync::Arc::new(move |_| then.clone()),
-                    )
-                    .await?;
-                Ok(written.applied)
+                let cas = Cas {
+                    row,
+                    condition: expect,
+                    ttl: None,
+                };
+                let then: crate::store::Heal = std::sync::Arc::new(move |_| then.clone());
+                match self.store().write_bulk_then_cas(f.bulk, cas, then).await {
+                    Ok(written) => Ok(written.applied),
+                    Err(e) => {
+                        // The text goes into the public log: the store's own
+                        // message (a driver's) stays in ours.
+                        tracing::warn!(error = %e, original = id, "storing the derivatives failed");
+                        if let Err(e) = self.write_lines(&f.refs, &f.lines).await {
+                            tracing::warn!(original = id, error = e.message(), "could not write the log lines");
+                        }
+                        Box::pin(self.settle(
+                            o,
+                            status,
+                            Err(FetchError::Temporary(
+                                "the store did not take the derivatives".into(),
+                            )),
+                        ))
+                        .await
+                    }
+                }
             }
             Err(FetchError::Permanent(e)) => {
                 let message = format!("ERROR: {e}");
