@@ -77,7 +77,7 @@ impl<S: Store> Store for Counted<S> {
         bulk: Vec<Mutation>,
         cas: Cas,
         then: Heal,
-    ) -> Result<CasOutcome, StoreError> {
+    ) -> Result<CasOutcome, BulkThenCasError> {
         // Two calls of the API (one commit on the embedded engine, which
         // its own commit counter shows).
         self.count("write_bulk", "batch");

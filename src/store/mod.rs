@@ -177,6 +177,16 @@ impl Page {
 /// that row should have).
 pub type Heal = Arc<dyn Fn(&Row) -> Vec<Mutation> + Send + Sync>;
 
+/// Why [`Store::write_bulk_then_cas`] failed: in the bulk (`bulk_stored`
+/// false: none of it, or on Cassandra not all of it, is known stored; on the
+/// embedded store nothing is), or in the compare-and-set after the bulk was
+/// stored (on Cassandra a timed-out compare-and-set may still have applied).
+#[derive(Debug)]
+pub struct BulkThenCasError {
+    pub error: StoreError,
+    pub bulk_stored: bool,
+}
+
 /// The condition of a compare-and-set.
 #[derive(Clone, Debug)]
 pub enum Condition {
@@ -315,15 +325,25 @@ pub trait Store: Send + Sync {
     /// two are called one after the other. On the embedded engine all of it
     /// is one transaction (one durable commit instead of two); on Cassandra
     /// it is the two calls, in that order. `bulk` may not write the
-    /// compare-and-set's row.
+    /// compare-and-set's row. An error says which part failed.
     async fn write_bulk_then_cas(
         &self,
         bulk: Vec<Mutation>,
         cas: Cas,
         then: Heal,
-    ) -> Result<CasOutcome, StoreError> {
-        self.write_bulk(bulk).await?;
-        self.cas_then(cas, then).await
+    ) -> Result<CasOutcome, BulkThenCasError> {
+        self.write_bulk(bulk)
+            .await
+            .map_err(|error| BulkThenCasError {
+                error,
+                bulk_stored: false,
+            })?;
+        self.cas_then(cas, then)
+            .await
+            .map_err(|error| BulkThenCasError {
+                error,
+                bulk_stored: true,
+            })
     }
     /// An atomic batch of writes: all apply or none.
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError>;
@@ -460,7 +480,7 @@ impl Store for DynStore {
         bulk: Vec<Mutation>,
         cas: Cas,
         then: Heal,
-    ) -> Result<CasOutcome, StoreError> {
+    ) -> Result<CasOutcome, BulkThenCasError> {
         self.as_ref().write_bulk_then_cas(bulk, cas, then).await
     }
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {

@@ -107,7 +107,8 @@ impl Crawl {
     }
 
     /// Excludes a domain: it is not dispatched or fetched (a fetcher crawling
-    /// it stops before its next request); its links wait.
+    /// it reads its claim at least once a second and stops before a request);
+    /// its links wait.
     pub async fn exclude(
         &self,
         who: &Principal,

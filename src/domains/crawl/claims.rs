@@ -80,6 +80,11 @@ impl Crawl {
                 ttl: Some(ttl),
             }])
             .await?;
+        *self
+            .inner
+            .announced
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(std::time::Instant::now());
         Ok(())
     }
 

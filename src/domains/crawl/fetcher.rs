@@ -1,7 +1,8 @@
 //! The fetch loop of a claimed domain and its politeness: one request at a
 //! time, spaced by the delay (or the site's Crawl-delay, or its Retry-After),
-//! the next slot booked in the store before each request, and the domain
-//! handed back when its turn is over.
+//! the next slot booked in the store before each request goes out (by the
+//! previous fetch's record, or right before it), and the domain handed back
+//! when its turn is over.
 
 use std::time::{Duration, Instant};
 
@@ -59,17 +60,27 @@ fn turn_over(now: OffsetDateTime, next_at: OffsetDateTime, turn_ends: OffsetDate
 }
 
 /// How long a fetcher goes by what it last read of its claim before the next
-/// request: an admin's exclusion (or a claim freed because this process's
-/// heartbeats stalled) stops the segment within this, at most a second and
-/// at most one heartbeat, instead of one store read per request.
+/// request: an admin's exclusion stops the segment within this, at most a
+/// second and at most one heartbeat, instead of one store read per request.
 fn claim_recheck(claim_ttl: Duration) -> Duration {
     heartbeat_every(claim_ttl).min(Duration::from_secs(1))
 }
 
-/// Whether the claim is read again before the next request (last read at
-/// `read`).
-fn recheck_due(read: Option<Instant>, now: Instant, every: Duration) -> bool {
-    read.is_none_or(|t| now.saturating_duration_since(t) >= every)
+/// Whether the claim is read again before the next request: its last read
+/// (at `read`) is `every` old, or this fetcher's announcement (last written
+/// at `announced`) is older than half a claim TTL. Another instance frees a
+/// claim only once the announcement has been gone a whole TTL, so while the
+/// heartbeats keep up, no claim is freed under a fetcher between two reads;
+/// once they lag, the claim is read before every request, as it always was.
+fn recheck_due(
+    read: Option<Instant>,
+    announced: Option<Instant>,
+    now: Instant,
+    every: Duration,
+    claim_ttl: Duration,
+) -> bool {
+    let age = |t: Option<Instant>| t.map(|t| now.saturating_duration_since(t));
+    age(read).is_none_or(|a| a >= every) || age(announced).is_none_or(|a| a > claim_ttl / 2)
 }
 
 /// Whether the slot booked in the store (ms since the epoch) already keeps a
@@ -103,7 +114,13 @@ impl Crawl {
         let recheck = claim_recheck(self.inner.config.claim_ttl);
         let mut claim_read = None;
         for row in &segment.rows {
-            if recheck_due(claim_read, Instant::now(), recheck) {
+            let announced = *self
+                .inner
+                .announced
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let ttl = self.inner.config.claim_ttl;
+            if recheck_due(claim_read, announced, Instant::now(), recheck, ttl) {
                 let Some(info) = read_domain(self.store(), &domain).await? else {
                     return Ok(());
                 };
@@ -371,10 +388,16 @@ mod tests {
     fn the_claim_is_read_again_at_least_once_a_second_and_once_a_heartbeat() {
         assert_eq!(claim_recheck(Duration::from_secs(900)), SECOND);
         assert_eq!(claim_recheck(2 * SECOND), SECOND / 2);
-        let t = Instant::now();
-        assert!(recheck_due(None, t, SECOND), "the first request reads it");
-        assert!(!recheck_due(Some(t), t + SECOND / 2, SECOND));
-        assert!(recheck_due(Some(t), t + SECOND, SECOND));
+        let (t, ttl) = (Instant::now(), 4 * SECOND);
+        let fresh = Some(t);
+        assert!(recheck_due(None, fresh, t, SECOND, ttl), "the first request reads it");
+        assert!(!recheck_due(Some(t), fresh, t + SECOND / 2, SECOND, ttl));
+        assert!(recheck_due(Some(t), fresh, t + SECOND, SECOND, ttl));
+        // Heartbeats that lag (or never came): read before every request.
+        let late = t + 3 * SECOND;
+        assert!(recheck_due(Some(late), Some(t), late, SECOND, ttl));
+        assert!(recheck_due(Some(t), None, t, SECOND, ttl));
+        assert!(!recheck_due(Some(late), Some(t + SECOND), late, SECOND, ttl));
     }
 
     #[test]

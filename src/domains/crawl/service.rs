@@ -89,6 +89,8 @@ pub(super) struct Inner {
     pub(super) clock: Clock,
     /// The announcer and the dispatcher, once started.
     pub(super) workers: crate::kernel::worker::Workers,
+    /// When this fetcher's announcement was last written (none yet).
+    pub(super) announced: Mutex<Option<std::time::Instant>>,
 }
 
 impl Crawl {
@@ -114,6 +116,7 @@ impl Crawl {
                 fetched: Default::default(),
                 clock: Clock::system(),
                 workers: Default::default(),
+                announced: Mutex::default(),
             }),
         }
     }

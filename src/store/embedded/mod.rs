@@ -428,9 +428,16 @@ impl Store for EmbeddedStore {
         bulk: Vec<Mutation>,
         cas: Cas,
         then: super::Heal,
-    ) -> Result<CasOutcome, StoreError> {
-        let before = prepare_all(&bulk, now_ms())?;
-        self.cas_job_after(before, cas, Some(then)).await
+    ) -> Result<CasOutcome, super::BulkThenCasError> {
+        // One transaction: when it fails, nothing of it is stored.
+        let nothing_stored = |error| super::BulkThenCasError {
+            error,
+            bulk_stored: false,
+        };
+        let before = prepare_all(&bulk, now_ms()).map_err(nothing_stored)?;
+        self.cas_job_after(before, cas, Some(then))
+            .await
+            .map_err(nothing_stored)
     }
 
     async fn insert_new(

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kartei::store::{Cas, Condition, Mutation, Row, StoreError, Value};
+use kartei::store::{BulkThenCasError, Cas, Condition, Mutation, Row, StoreError, Value};
 
 use super::{PROBE, probe};
 use crate::both_engines;
@@ -256,7 +256,13 @@ async fn a_bulk_goes_before_a_compare_and_set_in_one_call(engine: Engine) {
             .write_bulk_then_cas(own_row, status("x", Some("OK")), then)
             .await;
         assert!(
-            matches!(refused, Err(StoreError::Internal(_))),
+            matches!(
+                refused,
+                Err(BulkThenCasError {
+                    error: StoreError::Internal(_),
+                    bulk_stored: false
+                })
+            ),
             "{refused:?}"
         );
         assert!(read("c", 1).await.is_none(), "nothing of it is stored");

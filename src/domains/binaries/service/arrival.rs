@@ -6,7 +6,7 @@ use crate::domains::binaries::model::*;
 use crate::domains::web::{Download, FetchError, Validators};
 use crate::kernel::error::{ApiError, ApiResult};
 use crate::store::buckets::bucket_of;
-use crate::store::{Cas, Condition, Mutation, Row};
+use crate::store::{BulkThenCasError, Cas, Condition, Mutation, Row};
 
 /// What scaling an original found out and made, for `settle` to store.
 pub(super) struct Finished {
@@ -35,6 +35,21 @@ pub(super) struct Fetched {
     index_checksum: bool,
     /// The download's log line, with its time.
     downloaded: (String, String),
+}
+
+impl Finished {
+    /// The checksum's index row goes with the status (a re-crawl's
+    /// replacement, whose content no original had).
+    pub(super) fn indexed(mut self) -> Self {
+        if let Some(checksum) = &self.original.checksum {
+            self.index = Some(Mutation::upsert(
+                Row::new(&ORIGINALS_CHECKSUM)
+                    .set("checksum", checksum)
+                    .set("original_id", &self.original.id),
+            ));
+        }
+        self
+    }
 }
 
 impl Binaries {
@@ -512,7 +527,15 @@ impl Binaries {
                 let then: crate::store::Heal = std::sync::Arc::new(move |_| then.clone());
                 match self.store().write_bulk_then_cas(f.bulk, cas, then).await {
                     Ok(written) => Ok(written.applied),
-                    Err(e) => {
+                    // The derivatives are stored; the status may or may not
+                    // be (a timed-out compare-and-set): as any failed
+                    // compare-and-set, the caller is told, and the original's
+                    // lease brings it back to the worker.
+                    Err(BulkThenCasError {
+                        error,
+                        bulk_stored: true,
+                    }) => Err(error.into()),
+                    Err(BulkThenCasError { error: e, .. }) => {
                         // The text goes into the public log: the store's own
                         // message (a driver's) stays in ours.
                         tracing::warn!(error = %e, original = id, "storing the derivatives failed");

@@ -9,7 +9,7 @@ use crate::domains::binaries::model::*;
 use crate::domains::web::FetchError;
 use crate::kernel::error::ApiError;
 use crate::kernel::random_id;
-use crate::store::{Cas, Condition, Mutation, Row};
+use crate::store::{Cas, Condition};
 
 impl Binaries {
     /// Takes a re-crawl's answer for an OK original; `Ok(true)` when its
@@ -95,7 +95,7 @@ impl Binaries {
             .await
             .map_err(|e| temporary(e.into()))?;
         let slot = self.scale_slot().await?;
-        let finished = self.work(&replacement, slot).await?;
+        let finished = self.work(&replacement, slot).await?.indexed();
         // The references move while the replacement still holds its lease, so
         // the collector never sees it unreferenced.
         self.move_references(&o.id, &fresh, &url)
@@ -104,17 +104,11 @@ impl Binaries {
         // Its references came after it was scaled: they get the "OK" line
         // here (`settle` writes it to those `scale` found: none).
         self.log_original(&fresh, "OK").await;
+        // The checksum's index row goes with the OK status (none when the
+        // store refused the derivatives and it was settled RETRY).
         self.settle(&replacement, BinaryStatus::Processing, Ok(finished))
             .await
             .map_err(temporary)?;
-        self.store()
-            .apply(vec![Mutation::upsert(
-                Row::new(&ORIGINALS_CHECKSUM)
-                    .set("checksum", &received.checksum)
-                    .set("original_id", &fresh),
-            )])
-            .await
-            .map_err(|e| temporary(e.into()))?;
         self.log_original(
             &fresh,
             &format!("re-crawled: the content changed; now original {fresh}"),
