@@ -22,6 +22,7 @@ mod delete;
 mod recheck;
 mod register;
 mod render;
+mod settle;
 pub mod tiles;
 mod worker;
 
@@ -426,7 +427,6 @@ impl Binaries {
         };
         Ok((out, next))
     }
-
 
     async fn log(&self, reference_ids: &[String], message: &str) -> ApiResult<()> {
         self.write_lines(reference_ids, &[(self.now(), message.to_owned())])

@@ -397,11 +397,7 @@ impl Binaries {
             }
         }
         self.store()
-            .apply(vec![Mutation::upsert(
-                Row::new(&ORIGINALS_CHECKSUM)
-                    .set("checksum", &received.checksum)
-                    .set("original_id", &id),
-            )])
+            .apply(vec![super::settle::checksum_index(&received.checksum, &id)])
             .await?;
         // The upload is complete: record it and queue it for the worker
         // before any reference points at it, so that a process killed at any

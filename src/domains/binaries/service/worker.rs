@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use super::arrival::Finished;
+use super::settle::Finished;
 use super::*;
 use crate::domains::binaries::model::*;
 use crate::domains::web::FetchError;
