@@ -246,52 +246,11 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
                     wrote |= !writes.is_empty();
                     Ok(Reply::Applied)
                 }
-                Job::Cas(cas) => match decide(&rows, cas, now) {
-                    Err(e) => Err(e),
-                    Ok((next, current)) => {
-                        // The writes that go with it, prepared before anything
-                        // is written: one that does not validate (a bug) fails
-                        // this compare-and-set only, not the group.
-                        let then = match (&next, &cas.then) {
-                            (Some(next), Some(then)) => super::prepare_all(&then(next), now),
-                            _ => Ok(Vec::new()),
-                        };
-                        match then {
-                            Err(e) => Err(e),
-                            Ok(then) => {
-                                // A bulk that goes first, whatever was decided.
-                                for w in &cas.before {
-                                    write(&mut rows, &mut expiry, w)?;
-                                }
-                                wrote |= !cas.before.is_empty();
-                                match next {
-                                    Some(next) => {
-                                        let expires =
-                                            cas.ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
-                                        let put = Write::Put {
-                                            key: cas.key.clone(),
-                                            value: codec::encode(&next, expires),
-                                            expires,
-                                        };
-                                        write(&mut rows, &mut expiry, &put)?;
-                                        for w in &then {
-                                            write(&mut rows, &mut expiry, w)?;
-                                        }
-                                        wrote = true;
-                                        Ok(Reply::Cas(CasOutcome {
-                                            applied: true,
-                                            current: Some(next),
-                                        }))
-                                    }
-                                    None => Ok(Reply::Cas(CasOutcome {
-                                        applied: false,
-                                        current,
-                                    })),
-                                }
-                            }
-                        }
-                    }
-                },
+                Job::Cas(cas) => {
+                    let (reply, cas_wrote) = run_cas(&mut rows, &mut expiry, cas, now)?;
+                    wrote |= cas_wrote;
+                    reply
+                }
                 Job::InsertNew(inserts, heal) => {
                     let mut out = Vec::with_capacity(inserts.len());
                     let mut failed = None;
@@ -353,6 +312,58 @@ fn commit(db: &Database, jobs: &[&Job]) -> Result<Vec<Result<Reply, StoreError>>
         txn.abort().map_err(db_err)?;
     }
     Ok(replies)
+}
+
+/// Runs one compare-and-set job inside the transaction: its bulk first
+/// (whatever it decides), then, when it applies, its row and the writes that
+/// go with it. The outer error aborts the group; the inner one belongs to
+/// this job, which then wrote nothing. Also says whether it wrote.
+fn run_cas(
+    rows: &mut redb::Table<&[u8], &[u8]>,
+    expiry: &mut redb::Table<&[u8], ()>,
+    cas: &PreparedCas,
+    now: u64,
+) -> Result<(Result<Reply, StoreError>, bool), StoreError> {
+    let (next, current) = match decide(rows, cas, now) {
+        Ok(decided) => decided,
+        Err(e) => return Ok((Err(e), false)),
+    };
+    // The writes that go with it, prepared before anything is written: one
+    // that does not validate (a bug) fails this compare-and-set only, not
+    // the group.
+    let then = match (&next, &cas.then) {
+        (Some(next), Some(then)) => match super::prepare_all(&then(next), now) {
+            Ok(then) => then,
+            Err(e) => return Ok((Err(e), false)),
+        },
+        _ => Vec::new(),
+    };
+    // A bulk that goes first, whatever was decided.
+    for w in &cas.before {
+        write(rows, expiry, w)?;
+    }
+    let Some(next) = next else {
+        let reply = Reply::Cas(CasOutcome {
+            applied: false,
+            current,
+        });
+        return Ok((Ok(reply), !cas.before.is_empty()));
+    };
+    let expires = cas.ttl.map(|t| now + u64::from(t) * 1000).unwrap_or(0);
+    let put = Write::Put {
+        key: cas.key.clone(),
+        value: codec::encode(&next, expires),
+        expires,
+    };
+    write(rows, expiry, &put)?;
+    for w in &then {
+        write(rows, expiry, w)?;
+    }
+    let reply = Reply::Cas(CasOutcome {
+        applied: true,
+        current: Some(next),
+    });
+    Ok((Ok(reply), true))
 }
 
 fn flush(
