@@ -412,6 +412,7 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
     floor.sort();
     driver.sort();
     waves(engine, &store, &client, &url).await;
+    merges(engine, &store, rows).await;
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!("{engine}: curator page (first: {PAGE}, {rows} assignments), {SAMPLES} samples each");
     println!(
@@ -476,6 +477,54 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
         ms(percentile(&floor, 0.5)),
         ms(percentile(&http, 0.5)),
         ms(percentile(&floor, 0.5)) / ms(percentile(&http, 0.5)),
+    );
+}
+
+/// The first page of the status table (50 of a portal's SUGGESTED rows, 32
+/// buckets): the engine's own merge (`Store::merged_slice`) against rounds
+/// of `slice_many` (`buckets::merged_slice`, what Cassandra does), both
+/// through the seam, interleaved. Only where the engine merges natively.
+async fn merges(engine: &str, store: &DynStore, rows: usize) {
+    use kartei::store::Store;
+    use kartei::store::buckets::{all_buckets, merged_slice};
+    if !store.merges_natively() {
+        return;
+    }
+    let table = &kartei::domains::assignments::model::OBJECTS_KEYWORDS_STATUS;
+    let partitions = all_buckets(&[PORTAL.into()]);
+    let slice = kartei::store::Slice::partition(vec![])
+        .prefix(vec![AssignmentStatus::Suggested.as_str().into()])
+        .limit(PAGE);
+    let (mut native, mut rounds) = (Vec::new(), Vec::new());
+    for round in 0..(SAMPLES + 30) {
+        let t = Instant::now();
+        let a = store
+            .merged_slice(table, &partitions, &slice)
+            .await
+            .expect("merge");
+        let native_took = t.elapsed();
+        let t = Instant::now();
+        let b = merged_slice(store.as_ref(), table, &partitions, &slice)
+            .await
+            .expect("rounds");
+        let rounds_took = t.elapsed();
+        assert_eq!(a.rows.len(), PAGE);
+        assert_eq!(a.next, b.next, "the two merges disagree");
+        if round >= 30 {
+            native.push(native_took);
+            rounds.push(rounds_took);
+        }
+    }
+    native.sort();
+    rounds.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let (n, r) = (us(percentile(&native, 0.5)), us(percentile(&rounds, 0.5)));
+    println!(
+        "  merged slice (32 buckets, first {PAGE})  engine's own {n:.0} µs, rounds of slice_many {r:.0} µs"
+    );
+    println!(
+        "BENCH|merged slice of 32 buckets, {engine} ({rows} rows): the engine's own merge vs rounds of slice_many|{n:.0} µs|{r:.0} µs|x{:.2}|< x1",
+        n / r
     );
 }
 

@@ -66,17 +66,14 @@ fn clustering_bytes(table: &'static Table, row: &Row) -> Result<Vec<u8>, StoreEr
     Ok(out)
 }
 
-/// Reads `template` (prefix, bounds, direction, limit, and a cursor from an earlier
-/// merged page) from every partition in `partitions` and merges the rows in
-/// clustering order. Each bucket is asked first for about its share of the page
-/// plus one row; the buckets whose rows all made the page are read again,
-/// together, with doubled chunks. Cursors in the page are merged cursors.
-pub async fn merged_slice(
-    store: &dyn Store,
+/// The merged page's fingerprint and the slice of each bucket in
+/// `partitions`: `template` with the bucket's partition and, for a cursor
+/// from an earlier merged page, that bucket's cursor at the same key.
+pub(crate) fn bucket_slices(
     table: &'static Table,
     partitions: &[Vec<Value>],
     template: &Slice,
-) -> Result<Page, StoreError> {
+) -> Result<(u64, Vec<Slice>), StoreError> {
     if partitions.is_empty() || template.limit == 0 {
         return Err(StoreError::Invalid(
             "a merged slice needs partitions and a positive limit".into(),
@@ -88,17 +85,40 @@ pub async fn merged_slice(
         Some(c) => Some(c.key(table, fp, pk, table.clustering.len())?),
         None => None,
     };
-    let limit = template.limit;
-    let chunk = limit.div_ceil(partitions.len()) + 1;
-    let mut sources: Vec<Source> = partitions
+    let slices = partitions
         .iter()
         .map(|p| {
             let mut slice = template.clone();
             slice.partition = p.clone();
-            slice.after = None;
-            let start = after
+            slice.after = after
                 .as_ref()
                 .map(|k| Cursor::after(slice_fingerprint(table, &slice), k.clone()));
+            slice
+        })
+        .collect();
+    Ok((fp, slices))
+}
+
+/// Reads `template` (prefix, bounds, direction, limit, and a cursor from an earlier
+/// merged page) from every partition in `partitions` and merges the rows in
+/// clustering order, through `slice_many` (what [`Store::merged_slice`] does
+/// unless an engine merges natively). Each bucket is asked first for about
+/// its share of the page plus one row; the buckets whose rows all made the
+/// page are read again, together, with doubled chunks. Cursors in the page
+/// are merged cursors.
+pub async fn merged_slice<S: Store + ?Sized>(
+    store: &S,
+    table: &'static Table,
+    partitions: &[Vec<Value>],
+    template: &Slice,
+) -> Result<Page, StoreError> {
+    let (fp, slices) = bucket_slices(table, partitions, template)?;
+    let limit = template.limit;
+    let chunk = limit.div_ceil(partitions.len()) + 1;
+    let mut sources: Vec<Source> = slices
+        .into_iter()
+        .map(|mut slice| {
+            let start = slice.after.take();
             Source {
                 slice,
                 rows: VecDeque::new(),
@@ -245,6 +265,11 @@ mod tests {
                         .reverse(reverse)
                         .after(after.clone());
                     let page = merged_slice(&store, &BUCKETED, &partitions, &template).await.unwrap();
+                    // The engine's own merge: the same rows and cursor.
+                    let native = store.merged_slice(&BUCKETED, &partitions, &template).await.unwrap();
+                    assert!(store.merges_natively());
+                    assert_eq!(format!("{:?}", native.rows), format!("{:?}", page.rows));
+                    assert_eq!(native.next, page.next);
                     assert!(page.rows.len() <= limit);
                     for r in &page.rows {
                         let k = r.key().unwrap();

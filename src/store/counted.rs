@@ -68,6 +68,26 @@ impl<S: Store> Store for Counted<S> {
         let pages = self.engine.slice_many(table, slices).await?;
         Ok(self.read(pages.iter().map(|p| p.rows.len()).sum(), pages))
     }
+    async fn merged_slice(
+        &self,
+        table: &'static Table,
+        partitions: &[Vec<Value>],
+        template: &Slice,
+    ) -> Result<Page, StoreError> {
+        if !self.engine.merges_natively() {
+            // Its rounds of `slice_many`, each counted.
+            return buckets::merged_slice(self, table, partitions, template).await;
+        }
+        self.count("merged_slice", table.name);
+        let page = self
+            .engine
+            .merged_slice(table, partitions, template)
+            .await?;
+        Ok(self.read(page.rows.len(), page))
+    }
+    fn merges_natively(&self) -> bool {
+        self.engine.merges_natively()
+    }
     async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.count("write_bulk", "batch");
         self.engine.write_bulk(batch).await

@@ -312,6 +312,25 @@ pub trait Store: Send + Sync {
     ) -> Result<Vec<Page>, StoreError> {
         futures::future::try_join_all(slices.iter().map(|s| self.slice(table, s))).await
     }
+    /// Reads `template` from every partition in `partitions` (the buckets of
+    /// one logical partition, see [`buckets`]) and merges the rows in
+    /// clustering order behind one merged cursor. By default the buckets are
+    /// read in rounds through `slice_many` ([`buckets::merged_slice`]); an
+    /// engine that can walk them all at once in key order overrides this and
+    /// says so in [`Store::merges_natively`].
+    async fn merged_slice(
+        &self,
+        table: &'static Table,
+        partitions: &[Vec<Value>],
+        template: &Slice,
+    ) -> Result<Page, StoreError> {
+        buckets::merged_slice(self, table, partitions, template).await
+    }
+    /// Whether [`Store::merged_slice`] is the engine's own (one call), not
+    /// rounds of `slice_many` (so a wrapper counts it as what it is).
+    fn merges_natively(&self) -> bool {
+        false
+    }
     /// Writes that need not be atomic together (rows of a dataset nobody reads
     /// yet, deletes of one nobody reads any more): on Cassandra unlogged
     /// batches of one partition each, many in flight; on the embedded store
@@ -471,6 +490,19 @@ impl Store for DynStore {
         slices: &[Slice],
     ) -> Result<Vec<Page>, StoreError> {
         self.as_ref().slice_many(table, slices).await
+    }
+    async fn merged_slice(
+        &self,
+        table: &'static Table,
+        partitions: &[Vec<Value>],
+        template: &Slice,
+    ) -> Result<Page, StoreError> {
+        self.as_ref()
+            .merged_slice(table, partitions, template)
+            .await
+    }
+    fn merges_natively(&self) -> bool {
+        self.as_ref().merges_natively()
     }
     async fn write_bulk(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {
         self.as_ref().write_bulk(batch).await

@@ -9,7 +9,6 @@ use super::service::Crawl;
 use super::state::{Also, RowIs, domain_set, judge, read_domain, transition};
 use crate::kernel::error::{ApiError, ApiResult};
 use crate::kernel::roles::{Principal, Role};
-use crate::store::buckets::merged_slice;
 use crate::store::{Contention, Cursor, Listed, Mutation, Row, Slice, Value, table_pages};
 
 /// Reads of a domain's row an admin's change may lose to other writers.
@@ -62,9 +61,7 @@ impl Crawl {
         let partitions: Vec<Vec<Value>> = PRIORITIES
             .map(|p| vec![state.as_str().into(), p.into()])
             .collect();
-        let page = merged_slice(
-            self.store().as_ref(),
-            &DOMAINS_BY_STATE,
+        let page = self.store().merged_slice(&DOMAINS_BY_STATE,
             &partitions,
             &Slice::partition(vec![]).limit(first).after(after),
         )

@@ -12,7 +12,7 @@ use super::service::{Crawl, uuid_v4};
 use super::state::{domain_set, state_row, transition};
 use crate::kernel::error::ApiResult;
 use crate::kernel::parse_time;
-use crate::store::buckets::{all_buckets, merged_slice};
+use crate::store::buckets::all_buckets;
 use crate::store::{Cursor, Mutation, Row, Slice, Value, table_pages};
 
 /// Domains of one state and priority a dispatch pass reads (PENDING and
@@ -257,9 +257,7 @@ impl Crawl {
         };
         let domain = info.domain.clone();
         let buckets = all_buckets(&[domain.as_str().into()]);
-        let getnow = merged_slice(
-            self.store().as_ref(),
-            &GETNOW,
+        let getnow = self.store().merged_slice(&GETNOW,
             &buckets,
             &Slice::partition(vec![]).limit(SEGMENT * 4),
         )
@@ -270,9 +268,7 @@ impl Crawl {
             .as_deref()
             .and_then(|c| Cursor::decode(c).ok());
         let started_fresh = after.is_none();
-        let scan = merged_slice(
-            self.store().as_ref(),
-            &LINK_STATE,
+        let scan = self.store().merged_slice(&LINK_STATE,
             &buckets,
             &Slice::partition(vec![]).limit(SEGMENT * 4).after(after),
         )

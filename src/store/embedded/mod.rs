@@ -20,6 +20,7 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 mod codec;
 mod compact;
 mod file;
+mod merge;
 mod range;
 mod upgrade;
 
@@ -40,6 +41,8 @@ use range::*;
 pub(super) const ROWS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rows");
 /// The rows tree as a read transaction opens it.
 type RowsTree = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+/// Entries of the rows table in key order, from one read transaction.
+type RowsRange<'t> = redb::Range<'t, &'static [u8], &'static [u8]>;
 /// expires_at_ms (u64 BE) ++ row key -> nothing.
 pub(super) const EXPIRY: TableDefinition<&[u8], ()> = TableDefinition::new("expiry");
 
@@ -407,6 +410,19 @@ impl Store for EmbeddedStore {
             .zip(read)
             .map(|((s, fp), rows)| page(table, fp, rows, s.limit))
             .collect()
+    }
+
+    async fn merged_slice(
+        &self,
+        table: &'static Table,
+        partitions: &[Vec<Value>],
+        template: &Slice,
+    ) -> Result<Page, StoreError> {
+        self.merged(table, partitions, template).await
+    }
+
+    fn merges_natively(&self) -> bool {
+        true
     }
 
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {

@@ -37,13 +37,11 @@ impl SliceRange {
         })
     }
 
-    /// Up to `limit + 1` live rows of the range (one more tells whether more follow).
-    pub(super) fn read(
+    /// The range's entries in key order; `None` when it is empty.
+    pub(super) fn range<'t>(
         &self,
-        rows: &redb::ReadOnlyTable<&'static [u8], &'static [u8]>,
-        table: &'static Table,
-        now: u64,
-    ) -> Result<Vec<Row>, StoreError> {
+        rows: &'t RowsTree,
+    ) -> Result<Option<RowsRange<'t>>, StoreError> {
         let mut lo = RBound::Included(self.start.as_slice());
         let mut hi = match &self.end {
             Some(e) => RBound::Excluded(e.as_slice()),
@@ -59,9 +57,21 @@ impl SliceRange {
         if let (RBound::Included(l) | RBound::Excluded(l), RBound::Excluded(h)) = (lo, hi)
             && l >= h
         {
-            return Ok(Vec::new());
+            return Ok(None);
         }
-        let range = rows.range::<&[u8]>((lo, hi)).map_err(db_err)?;
+        Ok(Some(rows.range::<&[u8]>((lo, hi)).map_err(db_err)?))
+    }
+
+    /// Up to `limit + 1` live rows of the range (one more tells whether more follow).
+    pub(super) fn read(
+        &self,
+        rows: &RowsTree,
+        table: &'static Table,
+        now: u64,
+    ) -> Result<Vec<Row>, StoreError> {
+        let Some(range) = self.range(rows)? else {
+            return Ok(Vec::new());
+        };
         let mut out = Vec::new();
         let limit = self.limit;
         let mut push = |entry: RangeEntry<'_>| -> Result<bool, StoreError> {

@@ -40,7 +40,7 @@ use crate::domains::themes::service::Themes;
 use crate::kernel::error::{ApiError, ApiResult};
 use crate::kernel::roles::{Principal, Role};
 use crate::kernel::{Clock, bounded, check_id};
-use crate::store::buckets::{all_buckets, merged_slice};
+use crate::store::buckets::all_buckets;
 use crate::store::{Bound, Cas, Condition, Cursor, DynStore, Listed, Mutation, Row, Slice, Value};
 
 /// Keys one `transitionAssignments` call may name.

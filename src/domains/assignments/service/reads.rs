@@ -68,7 +68,7 @@ fn pages_of(
             let Some(after) = next else {
                 return Ok(None);
             };
-            let page = merged_slice(&*store, table, &partitions, &slice.after(after)).await?;
+            let page = store.merged_slice(table, &partitions, &slice.after(after)).await?;
             let rows = page.rows.iter().filter_map(Assignment::from_row).collect();
             Ok(Some((rows, page.next.map(Some))))
         }
@@ -208,7 +208,7 @@ impl Assignments {
             .prefix(prefix)
             .limit(first)
             .after(after);
-        let page = merged_slice(&*self.store, table, &all_buckets(&[base.into()]), &slice).await?;
+        let page = self.store.merged_slice(table, &all_buckets(&[base.into()]), &slice).await?;
         Ok(page.listed(Assignment::from_row))
     }
 

@@ -13,7 +13,7 @@ impl Assignments {
         after: Option<Cursor>,
     ) -> ApiResult<Listed<String>> {
         let slice = Slice::partition(vec![]).limit(first).after(after);
-        let page = merged_slice(&*self.store, &RELEASE_DDBIDS, &all_buckets(&[]), &slice).await?;
+        let page = self.store.merged_slice(&RELEASE_DDBIDS, &all_buckets(&[]), &slice).await?;
         Ok(page.listed(|r| Some(r.string("id"))))
     }
 

@@ -16,7 +16,7 @@ use crate::domains::web::FetchError;
 use crate::kernel::error::ApiResult;
 use crate::kernel::parse_time;
 use crate::kernel::worker::Passes;
-use crate::store::buckets::{all_buckets, merged_slice};
+use crate::store::buckets::all_buckets;
 use crate::store::{Cas, Condition, Cursor, Mutation, Page, Slice, Value};
 
 impl Binaries {
@@ -171,9 +171,7 @@ impl Binaries {
 
     /// A page of the queue of originals waiting for work, all buckets merged.
     async fn pending_page(&self, after: Option<Cursor>) -> ApiResult<Page> {
-        Ok(merged_slice(
-            self.store().as_ref(),
-            &PENDING_ORIGINALS,
+        Ok(self.store().merged_slice(&PENDING_ORIGINALS,
             &all_buckets(&[]),
             &Slice::partition(vec![]).limit(100).after(after),
         )
