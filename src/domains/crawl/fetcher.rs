@@ -10,13 +10,18 @@ use time::OffsetDateTime;
 
 use super::model::*;
 use super::claims::heartbeat_every;
-use super::outcomes::{Outcome, Pace, segment_key};
+use super::outcomes::{BOOKING_SLACK, Outcome, Pace, segment_key};
+use super::pipeline::{Recording, pipelined};
 use super::robots::Rules;
 use super::service::Crawl;
 use super::state::{domain_set, read_domain, transition};
 use crate::domains::web::{FetchError, Validators};
-use crate::kernel::error::ApiResult;
+use crate::kernel::error::{ApiError, ApiResult};
 use crate::store::{Mutation, Row, Slice};
+
+/// Bookings `wait_turn` writes before it gives up on a store that takes
+/// longer than each booking's slack.
+const BOOKING_TRIES: usize = 4;
 
 /// The longest a site's Retry-After keeps its domain waiting.
 const LONGEST_BACK_OFF: Duration = Duration::from_secs(24 * 3600);
@@ -90,6 +95,24 @@ fn booked_covers(booked_ms: i64, next: OffsetDateTime) -> bool {
     booked_ms >= to_ms(next)
 }
 
+/// How a walk through a segment ended.
+enum Walked {
+    /// The claim is no longer this fetcher's (freed, excluded).
+    Lost,
+    /// Done, or `handed_back` with the rest of the segment.
+    Over { handed_back: bool },
+}
+
+/// A fetcher's turn at one claimed domain: when its next request may go
+/// out, the slot the store has booked (ms since the epoch; see
+/// [`Crawl::wait_turn`]), and the records of its fetches being written.
+struct Turn {
+    domain: String,
+    next_at: OffsetDateTime,
+    booked: i64,
+    recording: Recording,
+}
+
 impl Crawl {
     /// Crawls a claimed domain's segment, one request at a time, spaced by
     /// the delay (or the site's Crawl-delay, or its Retry-After), then
@@ -101,7 +124,6 @@ impl Crawl {
     pub(super) async fn crawl_domain(&self, claimed: DomainInfo) -> ApiResult<()> {
         let domain = claimed.domain.clone();
         let turn_ends = self.inner.clock.now() + self.inner.config.turn;
-        let mut handed_back = false;
         let segment = self
             .store()
             .slice(
@@ -109,11 +131,46 @@ impl Crawl {
                 &Slice::partition(vec![domain.as_str().into()]).limit(SEGMENT * 2),
             )
             .await?;
-        let mut booked = self.next_crawl(&domain).await?;
-        let mut next_at = from_ms(booked);
+        let booked = self.next_crawl(&domain).await?;
+        let mut turn = Turn {
+            domain,
+            next_at: from_ms(booked),
+            booked,
+            recording: Recording::default(),
+        };
+        let walked = self.walk(&mut turn, &segment.rows, turn_ends).await;
+        // Every record is written before the domain goes back: the
+        // dispatcher must not find a recorded link's segment row.
+        let recorded = turn.recording.finish().await;
+        let links = segment.rows.len();
+        match (walked, recorded) {
+            (Ok(Walked::Lost), recorded) => recorded,
+            (Ok(Walked::Over { handed_back }), Ok(())) => {
+                self.book(&turn.domain, turn.next_at).await?;
+                self.unclaim(&turn.domain, handed_back, links).await
+            }
+            (Err(e), _) | (Ok(Walked::Over { .. }), Err(e)) => {
+                // Handed back for another pass: a claim left behind would
+                // hold the domain until this process stops announcing.
+                if let Err(u) = self.unclaim(&turn.domain, true, links).await {
+                    tracing::warn!(domain = %turn.domain, error = u.message(), "crawl: a failed segment's domain could not be handed back");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Fetches the segment's links in turn until it is done, the turn is
+    /// over or the claim is no longer this fetcher's.
+    async fn walk(
+        &self,
+        turn: &mut Turn,
+        segment: &[Row],
+        turn_ends: OffsetDateTime,
+    ) -> ApiResult<Walked> {
         let recheck = claim_recheck(self.inner.config.claim_ttl);
         let mut claim_read = None;
-        for row in &segment.rows {
+        for row in segment {
             let announced = *self
                 .inner
                 .announced
@@ -121,17 +178,16 @@ impl Crawl {
                 .unwrap_or_else(|p| p.into_inner());
             let ttl = self.inner.config.claim_ttl;
             if recheck_due(claim_read, announced, Instant::now(), recheck, ttl) {
-                let Some(info) = read_domain(self.store(), &domain).await? else {
-                    return Ok(());
-                };
-                if info.claim_token != self.token() || info.state != DomainState::Claimed {
-                    return Ok(());
+                let info = read_domain(self.store(), &turn.domain).await?;
+                if info.is_none_or(|i| {
+                    i.claim_token != self.token() || i.state != DomainState::Claimed
+                }) {
+                    return Ok(Walked::Lost);
                 }
                 claim_read = Some(Instant::now());
             }
-            if turn_over(self.inner.clock.now(), next_at, turn_ends) {
-                handed_back = true;
-                break;
+            if turn_over(self.inner.clock.now(), turn.next_at, turn_ends) {
+                return Ok(Walked::Over { handed_back: true });
             }
             let url = row.string("url");
             let Ok(link) = LinkKey::of(&url) else {
@@ -143,15 +199,10 @@ impl Crawl {
             let site = link.site();
             let rules = match self.inner.robots.cached(&site) {
                 Some(r) => Ok(r),
-                None => {
-                    let (fetched, at) = self.robots(&domain, &site, next_at, &mut booked).await?;
-                    next_at = at;
-                    fetched
-                }
+                None => self.robots(turn, &site).await?,
             };
-            if next_at > turn_ends && matches!(&rules, Ok(r) if r.allowed(&url)) {
-                handed_back = true;
-                break;
+            if turn.next_at > turn_ends && matches!(&rules, Ok(r) if r.allowed(&url)) {
+                return Ok(Walked::Over { handed_back: true });
             }
             match rules {
                 Err(e) => {
@@ -163,52 +214,43 @@ impl Crawl {
                         .await?;
                 }
                 Ok(rules) => {
-                    let (at, stop) = self
-                        .fetch(&domain, &link, &url, row, &rules, (next_at, &mut booked))
-                        .await?;
-                    next_at = at;
-                    if stop {
+                    if self.fetch(turn, &link, &url, row, &rules).await? {
                         break;
                     }
                 }
             }
         }
-        self.book(&domain, next_at).await?;
-        self.unclaim(&domain, handed_back, segment.rows.len()).await
+        Ok(Walked::Over { handed_back: false })
     }
 
     /// Reads a site's robots.txt (a request to the domain like any other, so
-    /// it waits its turn); returns the rules and when the next request may go.
-    async fn robots(
-        &self,
-        domain: &str,
-        site: &str,
-        next_at: OffsetDateTime,
-        booked: &mut i64,
-    ) -> ApiResult<(Result<Rules, FetchError>, OffsetDateTime)> {
-        let next_at = self
-            .wait_turn(domain, next_at, &Rules::AllowAll, booked)
-            .await?;
+    /// it waits its turn); moves the turn's next request on.
+    async fn robots(&self, turn: &mut Turn, site: &str) -> ApiResult<Result<Rules, FetchError>> {
+        self.wait_turn(turn, &Rules::AllowAll).await?;
         let fetched = self.inner.robots.fetch(&self.inner.fetcher, site).await;
         // The spacing counts from the end of a request.
         let delay = self.delay_for(fetched.as_ref().unwrap_or(&Rules::AllowAll));
-        Ok((fetched, next_at.max(self.inner.clock.now() + delay)))
+        turn.next_at = turn.next_at.max(self.inner.clock.now() + delay);
+        Ok(fetched)
     }
 
     /// Fetches one link robots.txt allows, in its turn, and records what
-    /// came (booking the slot after next with it, in `booked`); returns when
-    /// the next request may go out, and whether the segment stops here (the
-    /// site asked for a longer wait than a slot is held).
+    /// came: before the next request, booking the slot after next with it,
+    /// or at a short spacing beside the next requests (see
+    /// [`super::pipeline`]). Moves the turn's next request on; returns
+    /// whether the segment stops here (the site asked for a longer wait
+    /// than a slot is held).
     async fn fetch(
         &self,
-        domain: &str,
+        turn: &mut Turn,
         link: &LinkKey,
         url: &str,
         row: &Row,
         rules: &Rules,
-        (next_at, booked): (OffsetDateTime, &mut i64),
-    ) -> ApiResult<(OffsetDateTime, bool)> {
-        let mut next_at = self.wait_turn(domain, next_at, rules, booked).await?;
+    ) -> ApiResult<bool> {
+        // A free place for its record first, so the body is read on at once.
+        turn.recording.ready().await?;
+        self.wait_turn(turn, rules).await?;
         let validators = Validators {
             e_tag: row.text("e_tag").map(str::to_owned),
             last_modified: row.text("last_modified").map(str::to_owned),
@@ -217,34 +259,49 @@ impl Crawl {
             .fetched
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let got = self.inner.fetcher.get(url, &validators).await;
-        let (outcome, wait) = Outcome::of(got);
+        let (mut outcome, wait) = Outcome::of(got);
         crate::kernel::metrics::crawl_fetch(outcome.response.as_ref().map(|r| r.status));
         if let Some(w) = wait {
             let now = self.inner.clock.now();
-            match back_off(next_at, now, w, self.inner.config.max_wait) {
+            match back_off(turn.next_at, now, w, self.inner.config.max_wait) {
                 BackOff::Stop(at) => {
                     self.record(link, row, outcome, None).await?;
-                    return Ok((at, true));
+                    turn.next_at = at;
+                    return Ok(true);
                 }
                 BackOff::Wait(at) => {
-                    next_at = at;
-                    self.book(domain, next_at).await?;
-                    *booked = to_ms(next_at);
+                    turn.next_at = at;
+                    self.book(&turn.domain, at).await?;
+                    turn.booked = to_ms(at);
                 }
             }
+        }
+        let delay = self.delay_for(rules);
+        if pipelined(delay) {
+            // The body comes off the connection here (a larger one while it
+            // is recorded); the spacing counts from the end of that.
+            let rest = outcome.read_ahead().await;
+            let (crawl, link, row) = (self.clone(), link.clone(), row.clone());
+            turn.recording
+                .start(async move { crawl.record(&link, &row, outcome, None).await.map(drop) });
+            if let Some(rest) = rest {
+                rest.await;
+            }
+            turn.next_at = turn.next_at.max(self.inner.clock.now() + delay);
+            return Ok(false);
         }
         // The body is read while it is recorded; the spacing counts from
         // the end of that.
         let pace = Pace {
-            domain,
-            next_at,
-            delay: self.delay_for(rules),
+            domain: &turn.domain,
+            next_at: turn.next_at,
+            delay,
         };
         if let Some((after, slot)) = self.record(link, row, outcome, Some(pace)).await? {
-            next_at = after;
-            *booked = to_ms(slot);
+            turn.next_at = after;
+            turn.booked = to_ms(slot);
         }
-        Ok((next_at, false))
+        Ok(false)
     }
 
     /// Ends this fetcher's claim of `domain`: READY with the rest of its
@@ -296,31 +353,39 @@ impl Crawl {
             .unwrap_or(0))
     }
 
-    /// Waits until `next_at`, then makes sure the next slot (now + the
-    /// delay, or the site's larger Crawl-delay) is booked in
-    /// `domain_counters` before the request goes out, for a fetcher that
+    /// Waits until the turn's next request may go out, then makes sure its
+    /// slot (now + the delay, or the site's larger Crawl-delay) is booked
+    /// in `domain_counters` before the request goes out, for a fetcher that
     /// takes over after a crash: the previous fetch's record booked it
     /// already (`booked`) unless this request goes out later than that
-    /// reckoned with. Returns the slot (the caller moves it on once the
-    /// request has ended).
-    async fn wait_turn(
-        &self,
-        domain: &str,
-        next_at: OffsetDateTime,
-        rules: &Rules,
-        booked: &mut i64,
-    ) -> ApiResult<OffsetDateTime> {
+    /// reckoned with. A booking made here reaches [`BOOKING_SLACK`] further,
+    /// so that at a short spacing, where records book nothing (they are
+    /// written beside the requests, in any order), one booking covers the
+    /// requests of that time. Leaves the slot in `next_at` (the caller moves
+    /// it on once the request has ended).
+    async fn wait_turn(&self, turn: &mut Turn, rules: &Rules) -> ApiResult<()> {
         let now = self.inner.clock.now();
-        if next_at > now {
-            let wait: Duration = (next_at - now).try_into().unwrap_or_default();
+        if turn.next_at > now {
+            let wait: Duration = (turn.next_at - now).try_into().unwrap_or_default();
             tokio::time::sleep(wait.min(self.inner.config.max_wait)).await;
         }
-        let next = self.inner.clock.now() + self.delay_for(rules);
-        if !booked_covers(*booked, next) {
-            self.book(domain, next).await?;
-            *booked = to_ms(next);
+        // The booking must cover the request as it goes out, after the
+        // write: a store slower than the slack books again, further ahead.
+        let mut slack = BOOKING_SLACK;
+        for _ in 0..BOOKING_TRIES {
+            let next = self.inner.clock.now() + self.delay_for(rules);
+            if booked_covers(turn.booked, next) {
+                turn.next_at = next;
+                return Ok(());
+            }
+            let started = Instant::now();
+            let slot = next + slack;
+            self.book(&turn.domain, slot).await?;
+            turn.booked = to_ms(slot);
+            slack = slack.max(started.elapsed() * 2);
         }
-        Ok(next)
+        tracing::warn!(domain = %turn.domain, "crawl: the store books slower than requests go out; giving the domain back");
+        Err(ApiError::Unavailable)
     }
 
     /// Stores when the next request to `domain` may go out.

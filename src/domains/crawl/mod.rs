@@ -9,8 +9,9 @@
 //! Where each part lives: `model` the tables and a link's key, `state` a
 //! domain's states and their compare-and-set moves, `links` wanting a link
 //! and reading its history, `dispatch` building segments, `claims` claims
-//! and heartbeats, `fetcher` the fetch loop and its politeness, `robots`
-//! robots.txt, `outcomes` what a fetch's result records, `admin` the
+//! and heartbeats, `fetcher` the fetch loop and its politeness, `pipeline`
+//! records written beside the next requests, `robots` robots.txt,
+//! `outcomes` what a fetch's result records, `admin` the
 //! operators' reads and levers, `service` the handle and its loops.
 
 mod admin;
@@ -20,6 +21,7 @@ mod fetcher;
 pub mod links;
 pub mod model;
 mod outcomes;
+mod pipeline;
 pub mod robots;
 pub mod service;
 mod state;

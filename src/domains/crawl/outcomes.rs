@@ -49,6 +49,19 @@ impl Outcome {
         }
     }
 
+    /// Reads a body off the connection now, up to one chunk (see
+    /// `Download::read_ahead`); for a larger one, returns what resolves once
+    /// the rest has been read (while it is recorded).
+    pub(super) async fn read_ahead(&mut self) -> Option<impl Future<Output = ()> + use<>> {
+        match &mut self.arrival {
+            Arrival::Body { body, .. } => {
+                (!body.read_ahead(crate::domains::binaries::service::CHUNK).await)
+                    .then(|| body.finished())
+            }
+            _ => None,
+        }
+    }
+
     /// The outcome of a request, and how long the site asked us to wait.
     pub(super) fn of(got: Result<Fetched, FetchError>) -> (Outcome, Option<Duration>) {
         match got {
@@ -107,7 +120,7 @@ impl Outcome {
 /// How long a fetch's record books beyond the slot after next: the next
 /// request may go out this much later than reckoned (the loop's own work)
 /// and still find its slot booked (see `Crawl::wait_turn`).
-const BOOKING_SLACK: Duration = Duration::from_millis(100);
+pub(super) const BOOKING_SLACK: Duration = Duration::from_millis(100);
 
 /// The spacing of a domain's requests, for the record of a fetch that the
 /// next request follows: the record books that request's slot with the

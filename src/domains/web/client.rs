@@ -48,19 +48,90 @@ pub const RATE_GRACE: Duration = Duration::from_secs(10);
 
 /// A response body being received, within the download's deadline and rate.
 pub struct Download {
-    response: Box<reqwest::Response>,
+    /// Dropped (and its connection with it) once the body has ended or failed.
+    response: Option<Box<reqwest::Response>>,
     started: tokio::time::Instant,
     deadline: tokio::time::Instant,
     total: Duration,
     min_rate: u64,
     received: u64,
+    /// Read ahead ([`Download::read_ahead`]), handed out before the rest.
+    ahead: Option<bytes::Bytes>,
+    /// The end (or failure) met while reading ahead, handed out after it.
+    ahead_end: Option<Result<(), FetchError>>,
+    /// Dropped when the body has been read to its end or failed, or the
+    /// download is dropped: what [`Download::finished`] waits for.
+    done: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Download {
     /// The next piece of the body; a temporary failure once the deadline has
     /// passed or the average rate stays below the minimum.
     pub async fn next_chunk(&mut self) -> Result<Option<bytes::Bytes>, FetchError> {
-        let piece = tokio::time::timeout_at(self.deadline, self.response.chunk())
+        if let Some(ahead) = self.ahead.take() {
+            return Ok(Some(ahead));
+        }
+        if let Some(end) = self.ahead_end.take() {
+            return end.map(|()| None);
+        }
+        let piece = self.receive().await;
+        if !matches!(piece, Ok(Some(_))) {
+            self.end();
+        }
+        piece
+    }
+
+    /// The body has ended or failed: the connection goes (back to the pool,
+    /// or closed) before anyone waiting in [`Download::finished`] goes on.
+    fn end(&mut self) {
+        self.response = None;
+        self.done = None;
+    }
+
+    /// Reads up to `limit` bytes (at least one piece) ahead into memory, so
+    /// that a small body is off the connection before anyone consumes it;
+    /// [`Download::next_chunk`] hands them out first, then the end, failure
+    /// or rest. Returns whether the whole body has been read.
+    pub async fn read_ahead(&mut self, limit: usize) -> bool {
+        let mut ahead = bytes::BytesMut::new();
+        loop {
+            match self.receive().await {
+                Ok(Some(piece)) => {
+                    ahead.extend_from_slice(&piece);
+                    if ahead.len() >= limit {
+                        self.ahead = Some(ahead.freeze());
+                        return false;
+                    }
+                }
+                end => {
+                    self.ahead = (!ahead.is_empty()).then(|| ahead.freeze());
+                    self.ahead_end = Some(end.map(|_| ()));
+                    self.end();
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// Resolves once the body has been read to its end (or failed), or the
+    /// download was dropped: when the connection is free for the next
+    /// request to its site.
+    pub fn finished(&mut self) -> impl std::future::Future<Output = ()> + use<> {
+        debug_assert!(self.done.is_none(), "one waiter at a time");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        if self.response.is_some() {
+            self.done = Some(tx);
+        }
+        async move {
+            let _ = rx.await;
+        }
+    }
+
+    async fn receive(&mut self) -> Result<Option<bytes::Bytes>, FetchError> {
+        let Some(response) = self.response.as_mut() else {
+            return Ok(None);
+        };
+        let piece = tokio::time::timeout_at(self.deadline, response.chunk())
             .await
             .map_err(|_| past_deadline(self.total))?
             .map_err(classify)?;
@@ -97,6 +168,8 @@ pub struct Validators {
     pub last_modified: Option<String>,
 }
 
+// One per request, moved once or twice: boxing the body would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Fetched {
     /// 304: the content has not changed.
     NotModified { response: Response },
@@ -260,12 +333,15 @@ impl Fetcher {
         };
         Ok(Fetched::Body {
             body: Download {
-                response: Box::new(response),
+                response: Some(Box::new(response)),
                 started,
                 deadline,
                 total: self.limits.total_timeout,
                 min_rate: self.limits.min_rate,
                 received: 0,
+                ahead: None,
+                ahead_end: None,
+                done: None,
             },
             mime,
             validators,

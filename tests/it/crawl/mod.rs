@@ -9,6 +9,7 @@ mod politeness;
 mod renamed;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,8 @@ use crate::support::{
 struct Site {
     base: String,
     log: Arc<Mutex<Vec<(String, Instant)>>>,
+    /// The most image requests that were being answered at once.
+    most_at_once: Arc<AtomicUsize>,
 }
 
 #[derive(Clone)]
@@ -41,6 +44,8 @@ struct SiteState {
     /// Each image answer waits this long (a slow site).
     slow: Duration,
     busy_left: Arc<Mutex<u32>>,
+    at_once: Arc<AtomicUsize>,
+    most_at_once: Arc<AtomicUsize>,
 }
 
 /// A distinct small JPEG per name (the binaries domain folds identical content).
@@ -51,6 +56,30 @@ fn image_for(name: &str) -> Vec<u8> {
     jpeg(16 + h % 40, 16 + (h / 40) % 40 + (name.len() as u32 % 7))
 }
 
+/// Counts an answer as open until it is dropped.
+struct Open(Arc<AtomicUsize>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A distinct JPEG of about 1.3 MB (more than the crawler reads ahead):
+/// a small image padded with comment segments, which decoders skip.
+fn big_image(name: &str) -> Vec<u8> {
+    let small = image_for(name);
+    let mut out = small[..2].to_vec();
+    for _ in 0..20 {
+        let len: u16 = 65_000;
+        out.extend_from_slice(&[0xFF, 0xFE]);
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend(std::iter::repeat_n(b'k', usize::from(len) - 2));
+    }
+    out.extend_from_slice(&small[2..]);
+    out
+}
+
 async fn site(robots: Option<&'static str>, slow: Duration) -> Site {
     let ip = origin_ip();
     let listener = tokio::net::TcpListener::bind(format!("{ip}:0"))
@@ -58,11 +87,14 @@ async fn site(robots: Option<&'static str>, slow: Duration) -> Site {
         .unwrap();
     let port = listener.local_addr().unwrap().port();
     let log = Arc::new(Mutex::new(Vec::new()));
+    let most_at_once = Arc::new(AtomicUsize::new(0));
     let state = SiteState {
         log: log.clone(),
         robots,
         slow,
         busy_left: Arc::new(Mutex::new(1)),
+        at_once: Arc::new(AtomicUsize::new(0)),
+        most_at_once: most_at_once.clone(),
     };
     async fn note(s: &SiteState, path: String) {
         s.log.lock().unwrap().push((path, Instant::now()));
@@ -96,11 +128,42 @@ async fn site(robots: Option<&'static str>, slow: Duration) -> Site {
             }),
         )
         .route(
+            "/big/{name}",
+            get(
+                |State(s): State<SiteState>, Path(name): Path<String>| async move {
+                    note(&s, format!("/big/{name}")).await;
+                    let now = s.at_once.fetch_add(1, Ordering::SeqCst) + 1;
+                    s.most_at_once.fetch_max(now, Ordering::SeqCst);
+                    // Answered until its last piece has gone (the guard
+                    // goes with the stream).
+                    let open = Open(s.at_once.clone());
+                    let body = big_image(&name);
+                    let pieces =
+                        futures::stream::unfold((body, 0, open), |(body, at, open)| async move {
+                            if at >= body.len() {
+                                return None;
+                            }
+                            tokio::time::sleep(Duration::from_millis(5)).await;
+                            let end = (at + (64 << 10)).min(body.len());
+                            let piece = bytes::Bytes::copy_from_slice(&body[at..end]);
+                            Some((Ok::<_, std::io::Error>(piece), (body, end, open)))
+                        });
+                    (
+                        [(header::CONTENT_TYPE, "image/jpeg")],
+                        axum::body::Body::from_stream(pieces),
+                    )
+                },
+            ),
+        )
+        .route(
             "/{dir}/{name}",
             get(
                 |State(s): State<SiteState>, Path((dir, name)): Path<(String, String)>| async move {
                     note(&s, format!("/{dir}/{name}")).await;
+                    let now = s.at_once.fetch_add(1, Ordering::SeqCst) + 1;
+                    s.most_at_once.fetch_max(now, Ordering::SeqCst);
                     tokio::time::sleep(s.slow).await;
+                    s.at_once.fetch_sub(1, Ordering::SeqCst);
                     (
                         [(header::CONTENT_TYPE, "image/jpeg")],
                         image_for(&format!("{dir}/{name}")),
@@ -113,6 +176,7 @@ async fn site(robots: Option<&'static str>, slow: Duration) -> Site {
     Site {
         base: format!("http://{ip}:{port}"),
         log,
+        most_at_once,
     }
 }
 

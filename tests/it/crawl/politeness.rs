@@ -137,7 +137,60 @@ async fn a_slow_site_hands_its_slot_on(engine: Engine) {
     assert!(gap >= Duration::from_secs(3), "{gap:?}");
 }
 
+/// At zero delay a fetch is recorded beside the next requests to its site
+/// (a few at a time): still one request at a time, a body larger than what
+/// is read ahead read to its last byte before the next request, every link
+/// fetched once, and every fetch's history written before the domain is
+/// handed back.
+async fn at_zero_delay_records_run_beside_the_requests_one_at_a_time(engine: Engine) {
+    let srv = crawling_server(engine, Some(crawl_args(0))).await;
+    // A few milliseconds per answer, so a request would overlap another if
+    // one went out before the last one's body was read.
+    let s = site(None, Duration::from_millis(3)).await;
+    let mut urls: Vec<String> = (0..16).map(|i| format!("{}/img/{i}.jpg", s.base)).collect();
+    urls.extend((0..4).map(|i| format!("{}/big/{i}.jpg", s.base)));
+    let mut refs = Vec::new();
+    for u in &urls {
+        refs.push(register(&srv.binaries, u).await);
+    }
+    let statuses = all_settled(&srv.binaries, &refs, Duration::from_secs(60)).await;
+    assert_eq!(statuses, vec![BinaryStatus::Ok; urls.len()]);
+    let hits = s.hits();
+    for u in &urls {
+        let path = u.trim_start_matches(&s.base);
+        assert_eq!(hits.get(path), Some(&1), "{hits:?}");
+    }
+    assert_eq!(
+        s.most_at_once.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "two requests to the site at once"
+    );
+    // Once the domain is no longer claimed, every fetch has its history row.
+    let admin = srv.token(&["admin"]);
+    let d = srv
+        .data_until(
+            "query($d: String!) { crawlDomain(domain: $d) { state } }",
+            json!({"d": s.host()}),
+            Some(&admin),
+            |d| d["crawlDomain"]["state"] != json!("CLAIMED"),
+        )
+        .await;
+    assert_ne!(d["crawlDomain"]["state"], json!("CLAIMED"), "{d}");
+    for u in &urls {
+        let h = srv
+            .data(
+                "query($u: String!) { crawlLink(url: $u) { status } }",
+                json!({"u": u}),
+                Some(&admin),
+            )
+            .await;
+        let rows = h["crawlLink"].as_array().unwrap();
+        assert!(rows.iter().any(|r| r["status"] == json!(200)), "{u}: {h}");
+    }
+}
+
 both_engines!(
+    at_zero_delay_records_run_beside_the_requests_one_at_a_time,
     robots_txt_and_the_delay_are_honoured,
     retry_after_is_honoured,
     a_slow_site_hands_its_slot_on,
