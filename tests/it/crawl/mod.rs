@@ -128,6 +128,15 @@ async fn site(robots: Option<&'static str>, slow: Duration) -> Site {
             }),
         )
         .route(
+            "/same/{name}",
+            get(
+                |State(s): State<SiteState>, Path(name): Path<String>| async move {
+                    note(&s, format!("/same/{name}")).await;
+                    ([(header::CONTENT_TYPE, "image/jpeg")], image_for("same"))
+                },
+            ),
+        )
+        .route(
             "/big/{name}",
             get(
                 |State(s): State<SiteState>, Path(name): Path<String>| async move {

@@ -140,8 +140,8 @@ async fn a_slow_site_hands_its_slot_on(engine: Engine) {
 /// At zero delay a fetch is recorded beside the next requests to its site
 /// (a few at a time): still one request at a time, a body larger than what
 /// is read ahead read to its last byte before the next request, every link
-/// fetched once, and every fetch's history written before the domain is
-/// handed back.
+/// fetched once, every fetch's history written before the domain is handed
+/// back, and URLs serving the same bytes still end on one original.
 async fn at_zero_delay_records_run_beside_the_requests_one_at_a_time(engine: Engine) {
     let srv = crawling_server(engine, Some(crawl_args(0))).await;
     // A few milliseconds per answer, so a request would overlap another if
@@ -149,12 +149,25 @@ async fn at_zero_delay_records_run_beside_the_requests_one_at_a_time(engine: Eng
     let s = site(None, Duration::from_millis(3)).await;
     let mut urls: Vec<String> = (0..16).map(|i| format!("{}/img/{i}.jpg", s.base)).collect();
     urls.extend((0..4).map(|i| format!("{}/big/{i}.jpg", s.base)));
+    urls.extend((0..4).map(|i| format!("{}/same/{i}.jpg", s.base)));
     let mut refs = Vec::new();
     for u in &urls {
         refs.push(register(&srv.binaries, u).await);
     }
     let statuses = all_settled(&srv.binaries, &refs, Duration::from_secs(60)).await;
     assert_eq!(statuses, vec![BinaryStatus::Ok; urls.len()]);
+    let mut same = Vec::new();
+    for r in &refs[refs.len() - 4..] {
+        let (_, o) = srv
+            .binaries
+            .resolve(r)
+            .await
+            .unwrap()
+            .expect("the reference");
+        same.push(o.id);
+    }
+    same.dedup();
+    assert_eq!(same.len(), 1, "one file, one original: {same:?}");
     let hits = s.hits();
     for u in &urls {
         let path = u.trim_start_matches(&s.base);

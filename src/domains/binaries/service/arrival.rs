@@ -21,7 +21,55 @@ pub(super) struct Fetched {
     downloaded: (String, String),
 }
 
+/// Held while a fetched body with these bytes (by checksum) is stored and
+/// settled in this process: a body with the same bytes waits for it, then
+/// finds its original and folds into it, so that two URLs serving one file,
+/// fetched side by side (the crawler records a site's fetches beside its
+/// next requests), end on one original.
+struct SameBytes {
+    binaries: Binaries,
+    checksum: String,
+    lock: Arc<tokio::sync::Mutex<()>>,
+    _held: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl Drop for SameBytes {
+    fn drop(&mut self) {
+        let mut settling = self
+            .binaries
+            .inner
+            .settling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if settling
+            .get(&self.checksum)
+            .is_some_and(|l| Arc::ptr_eq(l, &self.lock))
+        {
+            settling.remove(&self.checksum);
+        }
+    }
+}
+
 impl Binaries {
+    /// Waits until no other body with this checksum is being settled in this
+    /// process, and holds that until the returned value is dropped.
+    async fn same_bytes(&self, checksum: &str) -> SameBytes {
+        let lock = self
+            .inner
+            .settling
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(checksum.to_owned())
+            .or_default()
+            .clone();
+        SameBytes {
+            binaries: self.clone(),
+            checksum: checksum.to_owned(),
+            _held: lock.clone().lock_owned().await,
+            lock,
+        }
+    }
+
     /// What the crawler fetched for `url`: a body is stored and scaled for the
     /// URL's original waiting for one (PROCESSING or RETRY), or revalidates
     /// an OK one (a re-crawl: unchanged content only updates `last_checked`,
@@ -46,6 +94,7 @@ impl Binaries {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(id.clone());
+                let mut same_bytes = None;
                 let outcome = match arrival {
                     Arrival::Body {
                         body,
@@ -53,6 +102,7 @@ impl Binaries {
                         validators,
                     } => match self.receive_unwritten(&id, body, mime.as_deref()).await {
                         Ok((received, unwritten)) => {
+                            same_bytes = Some(self.same_bytes(&received.checksum).await);
                             let fetched = (validators, unwritten);
                             self.body_arrived(&o, url, received, mime, fetched).await
                         }
@@ -68,6 +118,7 @@ impl Binaries {
                     Err(_) => None,
                 };
                 let settled = self.settle(&o, status, outcome).await;
+                drop(same_bytes);
                 self.inner
                     .in_flight
                     .lock()

@@ -165,6 +165,11 @@ struct Inner {
     scale_slots: Arc<tokio::sync::Semaphore>,
     /// Originals this process is working on (a pass skips them).
     in_flight: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// Checksums of fetched bodies this process is settling, each with the
+    /// lock a body with the same bytes waits on (see `arrival::SameBytes`).
+    settling: std::sync::Mutex<
+        std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>,
+    >,
     /// Originals whose tile pyramid this process is building, each with
     /// the lock their tile requests wait on.
     pyramids: std::sync::Mutex<
@@ -230,6 +235,7 @@ impl Binaries {
                 render_budget: RenderBudget::new(config.render),
                 scale_slots: Arc::new(tokio::sync::Semaphore::new(SCALE_SLOTS)),
                 in_flight: Default::default(),
+                settling: Default::default(),
                 pyramids: Default::default(),
                 decode_budget: imaging::DecodeBudget::new(config.max_decode_bytes),
                 clock,
