@@ -5,35 +5,34 @@
 //! that could ask for keys has asked), starts the fetches it collected as the
 //! next wave. A resolver level is one wave of round trips whatever the timing
 //! of the store or the machine's load, and no level waits for a window.
+//!
+//! A wave's fetches are polled right there, on the request's own task, not
+//! spawned: a store read short enough to run on the calling thread (the
+//! embedded engine's) answers within the same poll, and the request goes
+//! on without a hop to another worker thread and back.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, CatchUnwind};
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 
-/// The fetches a request's loaders asked for, and the wave in flight.
+/// The fetches a request's loaders asked for, waiting for the next wave.
 #[derive(Clone, Default)]
-pub struct Batches(Arc<Mutex<State>>);
-
-#[derive(Default)]
-struct State {
-    queue: Vec<BoxFuture<'static, ()>>,
-    /// Fetches of the current wave still running.
-    in_flight: usize,
-    /// Wakes the request when a wave ends with fetches waiting.
-    waker: Option<Waker>,
-}
+pub struct Batches(Arc<Mutex<Vec<BoxFuture<'static, ()>>>>);
 
 impl Batches {
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    fn queued(&self) -> Vec<BoxFuture<'static, ()>> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Queues a fetch for the next wave.
     pub fn queue(&self, fetch: BoxFuture<'static, ()>) {
-        self.state().queue.push(fetch);
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(fetch);
     }
 
     /// The spawner to give a request's DataLoaders.
@@ -42,73 +41,69 @@ impl Batches {
         move |fetch| batches.queue(fetch)
     }
 
-    /// Starts the collected fetches as one wave, unless a wave is still
-    /// running: a wave starts once every fetch of the previous one has
-    /// answered, so a resolver level is one wave however the fetches of the
-    /// level before it were timed.
-    fn flush(&self, cx: &Context<'_>) {
-        let fetches = {
-            let mut state = self.state();
-            state.waker = Some(cx.waker().clone());
-            if state.in_flight > 0 || state.queue.is_empty() {
-                return;
-            }
-            let fetches = std::mem::take(&mut state.queue);
-            state.in_flight = fetches.len();
-            fetches
-        };
-        for fetch in fetches {
-            let done = Answered(self.clone());
-            tokio::spawn(async move {
-                fetch.await;
-                drop(done);
-            });
-        }
-    }
-
     /// Runs `request` (a future, or a subscription's stream), starting the
     /// collected fetches whenever it yields.
     pub fn drive<F>(self, request: F) -> Driven<F> {
         Driven {
             request: Box::pin(request),
             batches: self,
+            wave: FuturesUnordered::new(),
         }
     }
 }
 
-/// A fetch of the current wave, counted out when it ends: also when it
-/// panics or is dropped unfinished, or the next wave would never start and
-/// the request would wait until its deadline (a subscription, for ever).
-struct Answered(Batches);
-
-impl Drop for Answered {
-    fn drop(&mut self) {
-        let wake = {
-            let mut state = self.0.state();
-            state.in_flight = state.in_flight.saturating_sub(1);
-            (state.in_flight == 0 && !state.queue.is_empty())
-                .then(|| state.waker.clone())
-                .flatten()
-        };
-        if let Some(w) = wake {
-            w.wake();
-        }
-    }
-}
+/// A fetch of a wave. One that panics counts as answered (its loads fail),
+/// so the next wave starts and the request ends instead of waiting for its
+/// deadline (a subscription, for ever).
+type Fetch = CatchUnwind<AssertUnwindSafe<BoxFuture<'static, ()>>>;
 
 pub struct Driven<F> {
     request: Pin<Box<F>>,
     batches: Batches,
+    /// The fetches of the wave under way.
+    wave: FuturesUnordered<Fetch>,
+}
+
+impl<F> Driven<F> {
+    /// After a pass of the request: starts the collected fetches as one
+    /// wave, unless a wave is still running (a wave starts once every fetch
+    /// of the previous one has answered and the request has seen the
+    /// answers, so a resolver level is one wave however the fetches of the
+    /// level before it were timed), and polls the wave. Returns whether a
+    /// fetch answered, so that the request is polled again.
+    fn step(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.wave.is_empty() {
+            self.wave.extend(
+                self.batches
+                    .queued()
+                    .into_iter()
+                    .map(|f| AssertUnwindSafe(f).catch_unwind()),
+            );
+        }
+        let mut answered = false;
+        while let Poll::Ready(Some(done)) = self.wave.poll_next_unpin(cx) {
+            if done.is_err() {
+                tracing::error!("a DataLoader fetch panicked; its loads fail");
+            }
+            answered = true;
+        }
+        answered
+    }
 }
 
 impl<F: Future> Future for Driven<F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let out = self.request.as_mut().poll(cx);
-        // This pass has asked for all it will ask for until a fetch answers.
-        self.batches.flush(cx);
-        out
+        loop {
+            if let Poll::Ready(out) = self.request.as_mut().poll(cx) {
+                return Poll::Ready(out);
+            }
+            // This pass has asked for all it will ask for until a fetch answers.
+            if !self.step(cx) {
+                return Poll::Pending;
+            }
+        }
     }
 }
 
@@ -118,9 +113,14 @@ impl<S: futures::Stream> futures::Stream for Driven<S> {
     type Item = S::Item;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
-        let out = self.request.as_mut().poll_next(cx);
-        self.batches.flush(cx);
-        out
+        loop {
+            if let Poll::Ready(out) = self.request.as_mut().poll_next(cx) {
+                return Poll::Ready(out);
+            }
+            if !self.step(cx) {
+                return Poll::Pending;
+            }
+        }
     }
 }
 
