@@ -66,14 +66,13 @@ fn clustering_bytes(table: &'static Table, row: &Row) -> Result<Vec<u8>, StoreEr
     Ok(out)
 }
 
-/// The merged page's fingerprint and the slice of each bucket in
-/// `partitions`: `template` with the bucket's partition and, for a cursor
-/// from an earlier merged page, that bucket's cursor at the same key.
-pub(crate) fn bucket_slices(
+/// A merged slice's fingerprint (its cursors carry it) and the clustering
+/// key its cursor resumes after, checked against it (BAD_CURSOR otherwise).
+pub(crate) fn merged_start(
     table: &'static Table,
     partitions: &[Vec<Value>],
     template: &Slice,
-) -> Result<(u64, Vec<Slice>), StoreError> {
+) -> Result<(u64, Option<Vec<Value>>), StoreError> {
     if partitions.is_empty() || template.limit == 0 {
         return Err(StoreError::Invalid(
             "a merged slice needs partitions and a positive limit".into(),
@@ -85,6 +84,18 @@ pub(crate) fn bucket_slices(
         Some(c) => Some(c.key(table, fp, pk, table.clustering.len())?),
         None => None,
     };
+    Ok((fp, after))
+}
+
+/// The merged page's fingerprint and the slice of each bucket in
+/// `partitions`: `template` with the bucket's partition and, for a cursor
+/// from an earlier merged page, that bucket's cursor at the same key.
+fn bucket_slices(
+    table: &'static Table,
+    partitions: &[Vec<Value>],
+    template: &Slice,
+) -> Result<(u64, Vec<Slice>), StoreError> {
+    let (fp, after) = merged_start(table, partitions, template)?;
     let slices = partitions
         .iter()
         .map(|p| {

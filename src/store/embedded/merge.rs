@@ -55,13 +55,16 @@ impl EmbeddedStore {
         partitions: &[Vec<Value>],
         template: &Slice,
     ) -> Result<Page, StoreError> {
-        let (fp, slices) = super::super::buckets::bucket_slices(table, partitions, template)?;
-        let ranges = slices
+        let (fp, after) = super::super::buckets::merged_start(table, partitions, template)?;
+        let ranges = partitions
             .iter()
-            .map(|s| {
+            .map(|p| {
+                let mut slice = template.clone();
+                slice.partition = p.clone();
+                slice.after = None;
                 Ok((
-                    SliceRange::of(table, s)?,
-                    key::encode(table, &s.partition)?.len(),
+                    SliceRange::bucket(table, &slice, after.as_deref())?,
+                    key::encode(table, p)?.len(),
                 ))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;

@@ -19,12 +19,35 @@ impl SliceRange {
         check_slice(table, s)?;
         let fp = slice_fingerprint(table, s);
         let pk = table.partition_key.len();
-        let (start, end) = key::slice_range(table, s)?;
         let after = match &s.after {
-            Some(c) => {
-                let ck = c.key(table, fp, pk, table.clustering.len())?;
-                Some(key::cursor_key(table, s, &ck, (&start, end.as_deref()))?)
-            }
+            Some(c) => Some(c.key(table, fp, pk, table.clustering.len())?),
+            None => None,
+        };
+        Self::within(table, s, fp, after.as_deref())
+    }
+
+    /// One bucket of a merged slice: `s` without a cursor of its own,
+    /// resumed after the clustering key `after` of the merged cursor (which
+    /// the merge has checked), with no fingerprint of its own (the page's
+    /// cursor is the merged one).
+    pub(super) fn bucket(
+        table: &'static Table,
+        s: &Slice,
+        after: Option<&[Value]>,
+    ) -> Result<SliceRange, StoreError> {
+        check_slice(table, s)?;
+        Self::within(table, s, 0, after)
+    }
+
+    fn within(
+        table: &'static Table,
+        s: &Slice,
+        fp: u64,
+        after: Option<&[Value]>,
+    ) -> Result<SliceRange, StoreError> {
+        let (start, end) = key::slice_range(table, s)?;
+        let after = match after {
+            Some(ck) => Some(key::cursor_key(table, s, ck, (&start, end.as_deref()))?),
             None => None,
         };
         Ok(SliceRange {
