@@ -27,7 +27,7 @@ use kartei::domains::themes::service::{CategoryInput, Themes};
 use kartei::kernel::roles::{Principal, Role};
 use kartei::store::buckets::all_buckets;
 use kartei::store::embedded::EmbeddedStore;
-use kartei::store::{Counted, DynStore, Mutation, Store};
+use kartei::store::{Counted, DynStore, Mutation};
 use kartei::store::{Slice, pages};
 
 const PORTAL: &str = "c-bench";

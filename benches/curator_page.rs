@@ -485,7 +485,6 @@ async fn run(engine: &str, store: DynStore, rows: usize, raw: Option<&RawPlan>) 
 /// of `slice_many` (`buckets::merged_slice`, what Cassandra does), both
 /// through the seam, interleaved. Only where the engine merges natively.
 async fn merges(engine: &str, store: &DynStore, rows: usize) {
-    use kartei::store::Store;
     use kartei::store::buckets::{all_buckets, merged_slice};
     if !store.merges_natively() {
         return;

@@ -8,14 +8,25 @@ use async_trait::async_trait;
 /// Wraps an engine and counts store round trips (one per call), both in the
 /// process-wide metrics and per store (so tests running side by side can
 /// measure their own).
-pub struct Counted<S> {
-    pub engine: S,
+///
+/// The engine sits behind an `Arc`, so a wrapper can count its own calls on a
+/// store that is shared already ([`Counted::over`]).
+pub struct Counted<S: ?Sized> {
+    pub engine: Arc<S>,
     calls: std::sync::atomic::AtomicU64,
     rows: std::sync::atomic::AtomicU64,
 }
 
 impl<S> Counted<S> {
     pub fn new(engine: S) -> Self {
+        Counted::over(Arc::new(engine))
+    }
+}
+
+impl<S: ?Sized> Counted<S> {
+    /// Counts the calls made through this wrapper to a shared engine (which
+    /// may be counted elsewhere too).
+    pub fn over(engine: Arc<S>) -> Self {
         Counted {
             engine,
             calls: std::sync::atomic::AtomicU64::new(0),
@@ -36,7 +47,7 @@ impl<S> Counted<S> {
 }
 
 #[async_trait]
-impl<S: Store> Store for Counted<S> {
+impl<S: Store + ?Sized> Store for Counted<S> {
     fn engine(&self) -> &'static str {
         self.engine.engine()
     }

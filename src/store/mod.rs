@@ -15,7 +15,6 @@ mod key;
 mod mutation;
 mod paging;
 mod record;
-mod shared;
 mod table;
 
 pub use counted::Counted;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::model::{JOBS, JobRecord, JobState, MAX_KEPT_LINES, kept, month, new_id};
 use crate::kernel::{Clock, parse_time};
-use crate::store::{DynStore, Mutation, Slice, Store, StoreError};
+use crate::store::{DynStore, Mutation, Slice, StoreError};
 
 /// How often a running job's row is written (its progress and sign of life).
 pub const BEAT: Duration = Duration::from_secs(2);

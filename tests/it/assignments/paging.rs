@@ -8,7 +8,7 @@ use kartei::domains::assignments::service::{Assignments, SuggestInput, Suggester
 use kartei::domains::themes::model::KEYWORDS;
 use kartei::kernel::bounded;
 use kartei::store::DynStore;
-use kartei::store::{Mutation, Store};
+use kartei::store::Mutation;
 use serde_json::{Value, json};
 
 use super::principal;

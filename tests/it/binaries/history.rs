@@ -39,7 +39,7 @@ async fn crawl_link(srv: &TestServer, url: &str, token: &str) -> Value {
 
 /// The stored history rows of a link (the `links` table), read directly.
 async fn link_rows(srv: &TestServer, url: &str) -> Vec<kartei::store::Row> {
-    use kartei::store::{Slice, Store};
+    use kartei::store::Slice;
     let key = kartei::domains::crawl::model::LinkKey::of(url).unwrap();
     srv.store
         .slice(
@@ -215,7 +215,6 @@ async fn credentials_in_a_url_are_never_stored_shown_nor_sent(engine: Engine) {
     }
     // The URL is mapped to its original without them, never with them.
     let mapped = |url: &str| {
-        use kartei::store::Store;
         let key = [url.into()];
         let store = srv.store.clone();
         async move {

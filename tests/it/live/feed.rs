@@ -15,7 +15,7 @@ use kartei::domains::assignments::model::{AssignmentKey, AssignmentStatus};
 use kartei::domains::assignments::service::{Assignments, SuggestInput, Suggester};
 use kartei::kernel::Clock;
 use kartei::kernel::roles::{Principal, Role};
-use kartei::store::{Counted, DynStore, Mutation, Slice, Store};
+use kartei::store::{Counted, DynStore, Mutation, Slice};
 
 use crate::both_engines;
 use crate::support::{Engine, Faulty, Vocabulary, round_trips, store, uid, vocabulary};
@@ -107,7 +107,7 @@ async fn accept(service: &Assignments, k: &AssignmentKey) {
 /// with REPLAY_BUSY, naming the setting, and succeeds once the budget is free.
 async fn a_replay_reads_only_the_busy_minutes_of_its_window_under_one_budget(engine: Engine) {
     let ts = store(engine).await;
-    let counted: DynStore = Arc::new(Counted::new(ts.store.clone()));
+    let counted: DynStore = Arc::new(Counted::over(ts.store.clone()));
     let hand = HandClock::new();
     let t0 = hand.now();
     let events = Events::with_config(
@@ -190,7 +190,7 @@ async fn a_burst_beyond_the_broadcast_does_not_make_every_subscriber_reread(engi
     const BURST: usize = 5_000;
     const { assert!(BURST > BROADCAST) };
     let ts = store(engine).await;
-    let counted: DynStore = Arc::new(Counted::new(ts.store.clone()));
+    let counted: DynStore = Arc::new(Counted::over(ts.store.clone()));
     let hand = HandClock::new();
     let events = Events::new(counted.clone(), hand.clock());
     let portal = format!("p-{}", uid());

@@ -10,7 +10,7 @@ use kartei::domains::suggestions::import::{ImportOptions, ImportReport, import};
 use kartei::domains::suggestions::model::SUGGESTIONS;
 use kartei::domains::suggestions::service::{ReadOptions, Suggestions};
 use kartei::kernel::roles::{Principal, Role};
-use kartei::store::{DynStore, Slice, Store, Value};
+use kartei::store::{DynStore, Slice, Value};
 use serde_json::json;
 
 use crate::support::{Engine, TestApp, uid};

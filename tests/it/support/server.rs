@@ -91,7 +91,7 @@ pub(super) async fn start(
     clock: Clock,
 ) -> TestServer {
     // Its own count of round trips, whatever other tests do on a shared cluster store.
-    let counted: DynStore = Arc::new(Counted::new(ts.store.clone()));
+    let counted: DynStore = Arc::new(Counted::over(ts.store.clone()));
     let binaries =
         kartei::app::binaries_at(&binary_args, counted.clone(), clock.clone()).expect("binaries");
     let crawler = kartei::app::crawl(

@@ -12,7 +12,7 @@ async fn two_concurrent_moves_leave_a_keyword_in_one_category(engine: Engine) {
         KEYWORDS, KEYWORDS_CATEGORIES, KEYWORDS_HIERARCHIES, KEYWORDS_SEARCH,
     };
     use kartei::domains::themes::service::{KeywordInput, Themes};
-    use kartei::store::{Bound, Slice, Store};
+    use kartei::store::{Bound, Slice};
     let app = TestApp::on(engine).build().await;
     let t = tree(&app).await;
     let k = format!("k-{}", uid());

@@ -67,7 +67,7 @@ async fn listed_in(
     table: &'static kartei::store::Table,
     category: &str,
 ) -> Vec<String> {
-    use kartei::store::{Slice, Store};
+    use kartei::store::Slice;
     let page = store
         .slice(table, &Slice::partition(vec![category.into()]).limit(1_000))
         .await
