@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use super::model::*;
 use super::claims::heartbeat_every;
-use super::outcomes::{BOOKING_SLACK, Outcome, Pace, segment_key};
+use super::outcomes::{BOOKING_SLACK, Outcome, Pace, segment_key, spaced};
 use super::pipeline::{Recording, pipelined};
 use super::robots::Rules;
 use super::service::Crawl;
@@ -230,7 +230,7 @@ impl Crawl {
         let fetched = self.inner.robots.fetch(&self.inner.fetcher, site).await;
         // The spacing counts from the end of a request.
         let delay = self.delay_for(fetched.as_ref().unwrap_or(&Rules::AllowAll));
-        turn.next_at = turn.next_at.max(self.inner.clock.now() + delay);
+        turn.next_at = spaced(turn.next_at, self.inner.clock.now(), delay);
         Ok(fetched)
     }
 
@@ -271,8 +271,7 @@ impl Crawl {
                 }
                 BackOff::Wait(at) => {
                     turn.next_at = at;
-                    self.book(&turn.domain, at).await?;
-                    turn.booked = to_ms(at);
+                    self.book_turn(turn, at).await?;
                 }
             }
         }
@@ -287,7 +286,7 @@ impl Crawl {
             if let Some(rest) = rest {
                 rest.await;
             }
-            turn.next_at = turn.next_at.max(self.inner.clock.now() + delay);
+            turn.next_at = spaced(turn.next_at, self.inner.clock.now(), delay);
             return Ok(false);
         }
         // The body is read while it is recorded; the spacing counts from
@@ -379,13 +378,19 @@ impl Crawl {
                 return Ok(());
             }
             let started = Instant::now();
-            let slot = next + slack;
-            self.book(&turn.domain, slot).await?;
-            turn.booked = to_ms(slot);
+            self.book_turn(turn, next + slack).await?;
             slack = slack.max(started.elapsed() * 2);
         }
         tracing::warn!(domain = %turn.domain, "crawl: the store books slower than requests go out; giving the domain back");
         Err(ApiError::Unavailable)
+    }
+
+    /// Books `slot` for the turn's domain (see [`Crawl::book`]) and keeps
+    /// it as the turn's booking.
+    async fn book_turn(&self, turn: &mut Turn, slot: OffsetDateTime) -> ApiResult<()> {
+        self.book(&turn.domain, slot).await?;
+        turn.booked = to_ms(slot);
+        Ok(())
     }
 
     /// Stores when the next request to `domain` may go out.

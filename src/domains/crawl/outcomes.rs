@@ -136,9 +136,15 @@ impl Pace<'_> {
     /// When the next request may go out, the fetch having ended at `now`,
     /// and the slot booked for the one after it.
     fn after(&self, now: OffsetDateTime) -> (OffsetDateTime, OffsetDateTime) {
-        let next = self.next_at.max(now + self.delay);
+        let next = spaced(self.next_at, now, self.delay);
         (next, next + self.delay + BOOKING_SLACK)
     }
+}
+
+/// When a domain's next request may go out, its last having ended at `now`:
+/// `delay` later, or at `next_at` if that is later still (a Retry-After).
+pub(super) fn spaced(next_at: OffsetDateTime, now: OffsetDateTime, delay: Duration) -> OffsetDateTime {
+    next_at.max(now + delay)
 }
 
 /// The key of a segment row (to remove it once its link is recorded).
