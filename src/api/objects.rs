@@ -82,7 +82,7 @@ pub async fn object(ctx: &Context<'_>, ddb_id: &str) -> Result<Option<Metered<Ca
         .0
         .load_one(ddb_id.to_owned())
         .await?
-        .map(|o| Metered(CatalogueObject(o))))
+        .map(|o| Metered(CatalogueObject(std::sync::Arc::unwrap_or_clone(o)))))
 }
 
 #[derive(Default)]

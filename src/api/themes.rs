@@ -1,5 +1,7 @@
 //! GraphQL types and root fields of the themes domain.
 
+use std::sync::Arc;
+
 use async_graphql::{Context, ID, InputObject, Object, Result};
 
 use crate::api::caller::caller;
@@ -41,12 +43,12 @@ const ANCESTORS_WEIGHT: usize = 16;
 const TEXTS_WEIGHT: usize = 10;
 
 /// A category of the vocabulary; a top-level category is a portal.
-pub struct Category(pub model::Category);
+pub struct Category(pub Arc<model::Category>);
 
 impl Category {
     /// As the schema returns it: counted against the answer's budget.
-    pub fn metered(c: model::Category) -> Metered<Category> {
-        Metered(Category(c))
+    pub fn metered(c: impl Into<Arc<model::Category>>) -> Metered<Category> {
+        Metered(Category(c.into()))
     }
 }
 
@@ -88,8 +90,9 @@ impl Category {
         let mut ancestors = self.0.ancestor_ids.clone();
         ancestors.push(self.0.id.clone());
         Ok(listed
-            .into_iter()
-            .map(|mut c| {
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
                 c.ancestor_ids.clone_from(&ancestors);
                 Category::metered(c)
             })
@@ -135,12 +138,12 @@ impl Category {
 }
 
 /// A keyword (Schlagwort), linked to GND authority records.
-pub struct Keyword(pub model::Keyword);
+pub struct Keyword(pub Arc<model::Keyword>);
 
 impl Keyword {
     /// As the schema returns it: counted against the answer's budget.
-    pub fn metered(k: model::Keyword) -> Metered<Keyword> {
-        Metered(Keyword(k))
+    pub fn metered(k: impl Into<Arc<model::Keyword>>) -> Metered<Keyword> {
+        Metered(Keyword(k.into()))
     }
 }
 
@@ -176,7 +179,7 @@ impl Keyword {
                 .gnd_entities
                 .load_one(id.clone())
                 .await?
-                .map(|g| Metered(GndEntity(g)))),
+                .map(|g| Metered(GndEntity(Arc::unwrap_or_clone(g))))),
             None => Ok(None),
         }
     }
