@@ -489,30 +489,31 @@ fn never_executed(response: &GqlResponse) -> bool {
 }
 
 fn respond(media: MediaType, response: &GqlResponse) -> Response {
+    if !(media == MediaType::GraphqlResponse && never_executed(response)) {
+        // Serialized straight from the response (no JSON tree in between).
+        let body = serde_json::to_string(response).unwrap_or_else(|_| "null".to_owned());
+        return with_type(StatusCode::OK, media, body);
+    }
     let mut body = serde_json::to_value(response).unwrap_or(Value::Null);
-    let status = if media == MediaType::GraphqlResponse && never_executed(response) {
-        if let Value::Object(map) = &mut body {
-            map.remove("data");
-        }
-        let code = response.errors[0]
-            .extensions
-            .as_ref()
-            .and_then(|e| e.get("code"))
-            .and_then(|v| match v {
-                async_graphql::Value::String(s) => Some(s.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
-        match code.as_str() {
-            "TIMEOUT" | "UNAVAILABLE" => StatusCode::SERVICE_UNAVAILABLE,
-            "STORAGE_FULL" => StatusCode::INSUFFICIENT_STORAGE,
-            "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
-            "FORBIDDEN" => StatusCode::FORBIDDEN,
-            "INTERNAL" => StatusCode::INTERNAL_SERVER_ERROR,
-            _ => StatusCode::BAD_REQUEST,
-        }
-    } else {
-        StatusCode::OK
+    if let Value::Object(map) = &mut body {
+        map.remove("data");
+    }
+    let code = response.errors[0]
+        .extensions
+        .as_ref()
+        .and_then(|e| e.get("code"))
+        .and_then(|v| match v {
+            async_graphql::Value::String(s) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    let status = match code.as_str() {
+        "TIMEOUT" | "UNAVAILABLE" => StatusCode::SERVICE_UNAVAILABLE,
+        "STORAGE_FULL" => StatusCode::INSUFFICIENT_STORAGE,
+        "UNAUTHENTICATED" => StatusCode::UNAUTHORIZED,
+        "FORBIDDEN" => StatusCode::FORBIDDEN,
+        "INTERNAL" => StatusCode::INTERNAL_SERVER_ERROR,
+        _ => StatusCode::BAD_REQUEST,
     };
     with_type(status, media, body.to_string())
 }

@@ -199,7 +199,7 @@ pub async fn merged_slice<S: Store + ?Sized>(
     let more = sources
         .iter()
         .any(|s| !s.rows.is_empty() || s.next.is_some());
-    Page::of_slice(table, fp, out, more)
+    Page::of_slice(fp, out, more)
 }
 
 #[cfg(test)]

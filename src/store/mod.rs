@@ -110,16 +110,10 @@ pub struct Page {
 impl Page {
     /// A slice page: one cursor per row (its clustering key under the query's
     /// fingerprint `fp`), and `next` when `more` rows follow.
-    pub(crate) fn of_slice(
-        table: &'static Table,
-        fp: u64,
-        rows: Vec<Row>,
-        more: bool,
-    ) -> Result<Page, StoreError> {
-        let pk = table.partition_key.len();
+    pub(crate) fn of_slice(fp: u64, rows: Vec<Row>, more: bool) -> Result<Page, StoreError> {
         let cursors = rows
             .iter()
-            .map(|r| Ok(Cursor::after(fp, r.key()?[pk..].to_vec())))
+            .map(|r| Ok(Cursor::after(fp, r.clustering_key()?)))
             .collect::<Result<Vec<_>, StoreError>>()?;
         let next = if more { cursors.last().cloned() } else { None };
         Ok(Page {

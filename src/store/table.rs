@@ -326,7 +326,17 @@ impl Row {
 
     /// The primary key values (partition key then clustering).
     pub fn key(&self) -> Result<Vec<Value>, StoreError> {
-        self.values[..self.table.key_len()]
+        self.key_from(0)
+    }
+
+    /// The clustering part of the primary key (what a cursor continues after).
+    pub fn clustering_key(&self) -> Result<Vec<Value>, StoreError> {
+        self.key_from(self.table.partition_key.len())
+    }
+
+    /// The key columns from `start` on; an error when one is null.
+    fn key_from(&self, start: usize) -> Result<Vec<Value>, StoreError> {
+        self.values[start..self.table.key_len()]
             .iter()
             .enumerate()
             .map(|(i, v)| {
@@ -334,7 +344,7 @@ impl Row {
                     StoreError::Invalid(format!(
                         "{}: key column {} is null",
                         self.table.name,
-                        self.table.column(i).name
+                        self.table.column(start + i).name
                     ))
                 })
             })

@@ -122,7 +122,7 @@ proptest! {
                 r
             })
             .collect();
-        let page = Page::of_slice(&CURSORED, fp, rows, more).unwrap();
+        let page = Page::of_slice(fp, rows, more).unwrap();
         prop_assert_eq!(page.cursors.len(), keys.len());
         for (c, k) in page.cursors.iter().zip(&keys) {
             prop_assert_eq!(&c.key(&CURSORED, fp, PK, CK).unwrap(), k);

@@ -302,7 +302,7 @@ impl Store for CqlStore {
         )));
         let stmt = self.prepare(cql).await?;
         let rows = Self::rows(table, self.run(&stmt, values).await?)?;
-        super::embedded::page(table, fp, rows, s.limit)
+        super::embedded::page(fp, rows, s.limit)
     }
 
     async fn apply(&self, batch: Vec<Mutation>) -> Result<(), StoreError> {

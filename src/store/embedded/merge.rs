@@ -75,7 +75,7 @@ impl EmbeddedStore {
                 merge(tree, table, &ranges, limit, reverse, now)
             })
             .await?;
-        Page::of_slice(table, fp, rows, more)
+        Page::of_slice(fp, rows, more)
     }
 }
 

@@ -408,7 +408,7 @@ impl Store for EmbeddedStore {
             .iter()
             .zip(fingerprints)
             .zip(read)
-            .map(|((s, fp), rows)| page(table, fp, rows, s.limit))
+            .map(|((s, fp), rows)| page(fp, rows, s.limit))
             .collect()
     }
 
@@ -554,13 +554,8 @@ type RangeEntry<'a> = Result<
 >;
 
 /// Cuts `limit + 1` fetched rows to a page with a cursor when a row was left over.
-pub(crate) fn page(
-    table: &'static Table,
-    fp: u64,
-    mut rows: Vec<Row>,
-    limit: usize,
-) -> Result<Page, StoreError> {
+pub(crate) fn page(fp: u64, mut rows: Vec<Row>, limit: usize) -> Result<Page, StoreError> {
     let more = rows.len() > limit;
     rows.truncate(limit);
-    Page::of_slice(table, fp, rows, more)
+    Page::of_slice(fp, rows, more)
 }
