@@ -60,8 +60,8 @@ struct Source {
 fn clustering_bytes(table: &'static Table, row: &Row) -> Result<Vec<u8>, StoreError> {
     let pk = table.partition_key.len();
     let mut out = Vec::new();
-    for (i, v) in row.key()?.iter().enumerate().skip(pk) {
-        key::push(&mut out, v, key::order_of(table, i))?;
+    for (i, v) in row.clustering_key()?.iter().enumerate() {
+        key::push(&mut out, v, key::order_of(table, pk + i))?;
     }
     Ok(out)
 }
