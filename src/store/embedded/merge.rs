@@ -56,12 +56,15 @@ impl EmbeddedStore {
         template: &Slice,
     ) -> Result<Page, StoreError> {
         let (fp, after) = super::super::buckets::merged_start(table, partitions, template)?;
+        // The buckets resume after `after`, not after a cursor of their own.
+        let mut slice = Slice {
+            after: None,
+            ..template.clone()
+        };
         let ranges = partitions
             .iter()
             .map(|p| {
-                let mut slice = template.clone();
-                slice.partition = p.clone();
-                slice.after = None;
+                slice.partition.clone_from(p);
                 Ok((
                     SliceRange::bucket(table, &slice, after.as_deref())?,
                     key::encode(table, p)?.len(),
