@@ -140,6 +140,21 @@ pub struct AssignmentChange {
 
 pub type AssignmentConnection = Page<Metered<Assignment>>;
 
+/// When the query asks for the page's keywords (`edges { node { keyword } }`
+/// or `nodes { keyword }`), loads them together before the rows resolve:
+/// each row's `keyword` then finds its value loaded, and the page resolves
+/// in one pass instead of 50 loads that wait for a second one. A failed
+/// read is not answered here: the rows' loads get its error, as before.
+async fn prime_keywords(ctx: &Context<'_>, page: &AssignmentPage) {
+    let ahead = ctx.look_ahead();
+    let asked = ahead.field("edges").field("node").field("keyword").exists()
+        || ahead.field("nodes").field("keyword").exists();
+    if asked && !page.items.is_empty() {
+        let ids = page.items.iter().map(|(_, a)| a.key.keyword_id.clone());
+        let _ = loaders(ctx).keywords.load_many(ids).await;
+    }
+}
+
 fn assignment_page(page: AssignmentPage, after: bool) -> AssignmentConnection {
     connection(page.map(Assignment::metered), after)
 }
@@ -315,6 +330,7 @@ impl AssignmentReads {
         let page = assignments(ctx)
             .list_in_order(&portal_id, status, creator.as_deref(), order_by, first, after)
             .await?;
+        prime_keywords(ctx, &page).await;
         Ok(assignment_page(page, has_previous))
     }
 

@@ -29,7 +29,7 @@ pub use paging::{Contention, pages, table_pages};
 pub fn table_id(table: &Table) -> [u8; 4] {
     key::table_id(table.keyspace.prefix(), table.name)
 }
-pub use record::{Cell, Scalar};
+pub use record::{Cell, Positions, Scalar};
 pub(crate) use record::{record, text_cell};
 pub(crate) use table::table;
 pub use table::{Column, ColumnType, Keyspace, Order, Row, Table, Value, col};
@@ -153,13 +153,13 @@ impl<T> Listed<T> {
 impl Page {
     /// The slice page typed: `item` reads each row (rows it cannot read are
     /// left out, their cursors with them).
-    pub fn listed<T>(self, mut item: impl FnMut(&Row) -> Option<T>) -> Listed<T> {
+    pub fn listed<T>(self, mut item: impl FnMut(Row) -> Option<T>) -> Listed<T> {
         let has_next = self.next.is_some();
         Listed {
             items: self
                 .cursors
                 .into_iter()
-                .zip(self.rows.iter())
+                .zip(self.rows)
                 .filter_map(|(c, r)| Some((c, item(r)?)))
                 .collect(),
             has_next,

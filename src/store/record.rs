@@ -9,6 +9,10 @@ use super::Value;
 pub trait Scalar: Sized {
     /// `None` when the value is of another column type.
     fn from_value(v: &Value) -> Option<Self>;
+    /// The same, taking the value: a text or list moves instead of being copied.
+    fn from_owned(v: Value) -> Option<Self> {
+        Self::from_value(&v)
+    }
     fn to_value(&self) -> Value;
 }
 
@@ -18,6 +22,10 @@ pub trait Cell: Sized {
     /// is not a readable record: only a text enum that is null or unknown
     /// does that; the other types read a null as their default.
     fn read(v: Option<&Value>) -> Option<Self>;
+    /// The same, taking the cell (a row read by value: nothing copied).
+    fn take(v: Option<Value>) -> Option<Self> {
+        Self::read(v.as_ref())
+    }
     /// The cell to store (`None` writes null).
     fn write(&self) -> Option<Value>;
 }
@@ -28,6 +36,12 @@ macro_rules! scalar {
             fn from_value(v: &Value) -> Option<Self> {
                 match v {
                     Value::$variant(x) => Some(x.clone()),
+                    _ => None,
+                }
+            }
+            fn from_owned(v: Value) -> Option<Self> {
+                match v {
+                    Value::$variant(x) => Some(x),
                     _ => None,
                 }
             }
@@ -47,6 +61,9 @@ macro_rules! scalar {
             fn read(v: Option<&Value>) -> Option<Self> {
                 Some(v.and_then(Self::from_value).unwrap_or_default())
             }
+            fn take(v: Option<Value>) -> Option<Self> {
+                Some(v.and_then(Self::from_owned).unwrap_or_default())
+            }
             fn write(&self) -> Option<Value> {
                 Some(self.to_value())
             }
@@ -65,6 +82,9 @@ scalar!(
 impl<T: Scalar> Cell for Option<T> {
     fn read(v: Option<&Value>) -> Option<Self> {
         Some(v.and_then(T::from_value))
+    }
+    fn take(v: Option<Value>) -> Option<Self> {
+        Some(v.and_then(T::from_owned))
     }
     fn write(&self) -> Option<Value> {
         self.as_ref().map(T::to_value)
@@ -99,6 +119,49 @@ macro_rules! text_cell {
     )*};
 }
 pub(crate) use text_cell;
+
+/// Where a record's fields stand in a row, in field order: the positions
+/// `record!` looked up once for its own table, or, for a row of another
+/// table with the same column names, looked up by name.
+pub enum Positions {
+    Known(std::slice::Iter<'static, usize>),
+    ByName(std::vec::IntoIter<usize>),
+}
+
+impl Positions {
+    pub fn of(
+        row: &super::Row,
+        table: &'static super::Table,
+        cells: &'static [usize],
+        names: &[&str],
+    ) -> Self {
+        if std::ptr::eq(row.table, table) {
+            Positions::Known(cells.iter())
+        } else {
+            Positions::ByName(
+                names
+                    .iter()
+                    .map(|n| {
+                        row.table
+                            .index_of(n)
+                            .unwrap_or_else(|| panic!("table {} has no column {n}", row.table.name))
+                    })
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            )
+        }
+    }
+
+    /// The next field's position.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> usize {
+        match self {
+            Positions::Known(i) => i.next().copied(),
+            Positions::ByName(i) => i.next(),
+        }
+        .expect("a position for every field")
+    }
+}
 
 /// Declares a record: a struct whose fields are columns of one table, with
 ///
@@ -146,31 +209,72 @@ macro_rules! record {
             }
         }
 
-        $crate::store::record!(@from_row [$($($read)+)?] $name {$($field $($col)?),*});
+        $crate::store::record!(@from_row [$($($read)+)?] $name $table {$($field $($col)?),*});
+
+        impl $name {
+            /// Where each field's cell stands in a row of the table, in the
+            /// order of the fields (looked up once, not by name per row).
+            fn cells() -> &'static [usize] {
+                static AT: std::sync::LazyLock<Vec<usize>> = std::sync::LazyLock::new(|| {
+                    [$($crate::store::record!(@col $field $($col)?)),*]
+                        .iter()
+                        .map(|c| {
+                            $table.index_of(c).unwrap_or_else(|| {
+                                panic!("table {} has no column {c}", $table.name)
+                            })
+                        })
+                        .collect()
+                });
+                &AT
+            }
+
+            /// The cells of `r` in the order of the fields: by position
+            /// when `r` is a row of the record's table, else by name.
+            fn positions(r: &$crate::store::Row) -> $crate::store::Positions {
+                $crate::store::Positions::of(r, &$table, Self::cells(), &[$($crate::store::record!(@col $field $($col)?)),*])
+            }
+        }
     };
-    (@from_row [from_row -> Option] $name:ident {$($field:ident $($col:literal)?),*}) => {
+    (@from_row [from_row -> Option] $name:ident $table:ident {$($field:ident $($col:literal)?),*}) => {
         impl $name {
             /// This record from a row of its table; `None` when a field the
             /// record cannot do without is unreadable.
             pub fn from_row(r: &$crate::store::Row) -> Option<Self> {
+                let mut at = Self::positions(r);
                 Some($name {
-                    $($field: $crate::store::Cell::read(
-                        r.get($crate::store::record!(@col $field $($col)?)),
-                    )?,)*
+                    $($field: $crate::store::Cell::read(r.values[at.next()].as_ref())?,)*
+                })
+            }
+
+            /// The same, taking the row: its texts and lists move into the
+            /// record instead of being copied.
+            pub fn from_owned(mut r: $crate::store::Row) -> Option<Self> {
+                let mut at = Self::positions(&r);
+                Some($name {
+                    $($field: $crate::store::Cell::take(r.values[at.next()].take())?,)*
                 })
             }
         }
     };
-    (@from_row [] $name:ident {$($field:ident $($col:literal)?),*}) => {
+    (@from_row [] $name:ident $table:ident {$($field:ident $($col:literal)?),*}) => {
         impl $name {
             /// This record from a row of its table (a null cell reads as the
             /// field's default).
             pub fn from_row(r: &$crate::store::Row) -> Self {
+                let mut at = Self::positions(r);
                 $name {
-                    $($field: $crate::store::Cell::read(
-                        r.get($crate::store::record!(@col $field $($col)?)),
-                    )
-                    .unwrap_or_default(),)*
+                    $($field: $crate::store::Cell::read(r.values[at.next()].as_ref())
+                        .unwrap_or_default(),)*
+                }
+            }
+
+            /// The same, taking the row: its texts and lists move into the
+            /// record instead of being copied.
+            pub fn from_owned(mut r: $crate::store::Row) -> Self {
+                let mut at = Self::positions(&r);
+                $name {
+                    $($field: $crate::store::Cell::take(r.values[at.next()].take())
+                        .unwrap_or_default(),)*
                 }
             }
         }
@@ -264,5 +368,40 @@ mod tests {
         let row = p.to_row();
         assert_eq!(row.text("label"), Some("Name"));
         assert_eq!(Plain::from_row(&row).as_ref(), Some(&p));
+        assert_eq!(Plain::from_owned(row).as_ref(), Some(&p));
+    }
+
+    table! {
+        /// The same columns in another order: a record reads a row of such
+        /// a table (a query table of the same data) by the columns' names.
+        OTHER: Themes.plain_other
+            partition(kind: Text)
+            clustering(id: Text Asc)
+            columns(maybe_kind: Text, note: Text, list: TextList, flag: Boolean, x: Double,
+                big: BigInt, n: Int, label: Text)
+    }
+
+    #[test]
+    fn a_row_of_another_table_is_read_by_column_name() {
+        let row = Row::new(&OTHER)
+            .set("id", "k")
+            .set("kind", "A")
+            .set("label", "Name")
+            .set("n", 3)
+            .set("list", vec!["a".to_owned()]);
+        let want = Plain {
+            id: "k".into(),
+            name: "Name".into(),
+            n: 3,
+            big: 0,
+            x: 0.0,
+            flag: false,
+            list: vec!["a".into()],
+            note: None,
+            kind: Kind::A,
+            maybe_kind: None,
+        };
+        assert_eq!(Plain::from_row(&row).as_ref(), Some(&want));
+        assert_eq!(Plain::from_owned(row), Some(want));
     }
 }

@@ -299,6 +299,21 @@ impl Row {
         self.text(name).unwrap_or_default().to_owned()
     }
 
+    /// Takes a cell out of the row (leaving null): a row read by value
+    /// hands its texts on without copying them.
+    pub fn take(&mut self, name: &str) -> Option<Value> {
+        let i = self.idx(name);
+        self.values[i].take()
+    }
+
+    /// Takes a text cell out of the row; `None` when it is null or not text.
+    pub fn take_text(&mut self, name: &str) -> Option<String> {
+        match self.take(name) {
+            Some(Value::Text(s)) => Some(s),
+            _ => None,
+        }
+    }
+
     pub fn text_list(&self, name: &str) -> Vec<String> {
         self.scalar(name).unwrap_or_default()
     }

@@ -454,19 +454,25 @@ impl Assignment {
     /// Reads an assignment from a row of any assignment table. `None` when the
     /// row is not a well-formed assignment (which `repair-views` reports).
     pub fn from_row(r: &Row) -> Option<Assignment> {
+        Self::from_owned(r.clone())
+    }
+
+    /// The same, taking the row: its texts move into the assignment (a
+    /// page of them is read this way, with nothing copied).
+    pub fn from_owned(mut r: Row) -> Option<Assignment> {
         Some(Assignment {
-            key: AssignmentKey {
-                portal_id: r.text("top_level_category_id")?.to_owned(),
-                ddb_id: r.text("ddb_id")?.to_owned(),
-                keyword_id: r.text("keyword_id")?.to_owned(),
-                creator: r.text("creator")?.to_owned(),
-            },
-            child_category_id: r.string("child_category_id"),
             assignment_type: AssignmentType::parse(r.text("assignment_type")?)?,
             status: AssignmentStatus::parse(r.text("status")?)?,
-            created_at: r.string("created_at"),
-            modified_at: r.string("modified_at"),
             confidence: r.double("confidence_value"),
+            key: AssignmentKey {
+                portal_id: r.take_text("top_level_category_id")?,
+                ddb_id: r.take_text("ddb_id")?,
+                keyword_id: r.take_text("keyword_id")?,
+                creator: r.take_text("creator")?,
+            },
+            child_category_id: r.take_text("child_category_id").unwrap_or_default(),
+            created_at: r.take_text("created_at").unwrap_or_default(),
+            modified_at: r.take_text("modified_at").unwrap_or_default(),
         })
     }
 

@@ -209,7 +209,7 @@ impl Assignments {
             .limit(first)
             .after(after);
         let page = self.store.merged_slice(table, &all_buckets(&[base.into()]), &slice).await?;
-        Ok(page.listed(Assignment::from_row))
+        Ok(page.listed(Assignment::from_owned))
     }
 
     /// The assignments of one object (optionally in one portal).

@@ -158,7 +158,7 @@ impl Themes {
             .store
             .get(&CATEGORIES, &[id.into()])
             .await?
-            .map(|r| Category::from_row(&r)))
+            .map(Category::from_owned))
     }
 
     /// Rows of `table` by id (keys built by `key`), as a map from the requested id.
@@ -167,14 +167,14 @@ impl Themes {
         table: &'static Table,
         ids: &[String],
         key: impl Fn(&String) -> Vec<Value>,
-        from_row: fn(&Row) -> T,
+        from_row: fn(Row) -> T,
     ) -> ApiResult<HashMap<String, T>> {
         let keys: Vec<Vec<Value>> = ids.iter().map(key).collect();
         let rows = self.store.get_many(table, &keys).await?;
         Ok(ids
             .iter()
             .zip(rows)
-            .filter_map(|(id, row)| Some((id.clone(), from_row(&row?))))
+            .filter_map(|(id, row)| Some((id.clone(), from_row(row?))))
             .collect())
     }
 
@@ -191,12 +191,12 @@ impl Themes {
     }
 
     pub async fn categories(&self, ids: &[String]) -> ApiResult<HashMap<String, Category>> {
-        self.by_ids(&CATEGORIES, ids, |i| vec![i.into()], Category::from_row)
+        self.by_ids(&CATEGORIES, ids, |i| vec![i.into()], Category::from_owned)
             .await
     }
 
     pub async fn keywords(&self, ids: &[String]) -> ApiResult<HashMap<String, Keyword>> {
-        self.by_ids(&KEYWORDS, ids, |i| vec![i.into()], Keyword::from_row)
+        self.by_ids(&KEYWORDS, ids, |i| vec![i.into()], Keyword::from_owned)
             .await
     }
 
@@ -208,7 +208,7 @@ impl Themes {
             &GND_ENTITIES,
             ids,
             |i| vec![GND_TYPE.into(), i.into()],
-            GndEntity::from_row,
+            GndEntity::from_owned,
         )
         .await
     }
