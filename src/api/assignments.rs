@@ -151,7 +151,7 @@ async fn prime_keywords(ctx: &Context<'_>, page: &AssignmentPage) {
         || ahead.field("nodes").field("keyword").exists();
     if asked && !page.items.is_empty() {
         let ids = page.items.iter().map(|(_, a)| a.key.keyword_id.clone());
-        let _ = loaders(ctx).keywords.load_many(ids).await;
+        loaders(ctx).keywords.prime(ids).await;
     }
 }
 

@@ -146,7 +146,7 @@ impl tower_http::request_id::MakeRequestId for RequestIds {
         &mut self,
         _: &axum::http::Request<B>,
     ) -> Option<tower_http::request_id::RequestId> {
-        axum::http::HeaderValue::from_str(&self.next())
+        axum::http::HeaderValue::try_from(self.next())
             .ok()
             .map(tower_http::request_id::RequestId::new)
     }

@@ -1,7 +1,8 @@
 //! Row types declared once: a [`Cell`] says how one field reads from and
 //! writes to its column, with the lenient rules every row mapping shares, and
 //! [`record!`] declares a struct bound to its [`Table`](super::Table) together
-//! with its `from_row` and `to_row`, so no mapping is written out by hand.
+//! with its `from_row`, `from_owned` and `to_row`, so no mapping is written
+//! out by hand.
 
 use super::Value;
 
@@ -141,11 +142,7 @@ impl Positions {
             Positions::ByName(
                 names
                     .iter()
-                    .map(|n| {
-                        row.table
-                            .index_of(n)
-                            .unwrap_or_else(|| panic!("table {} has no column {n}", row.table.name))
-                    })
+                    .map(|n| row.table.position(n))
                     .collect::<Vec<_>>()
                     .into_iter(),
             )
@@ -170,7 +167,12 @@ impl Positions {
 ///   enum, does not compile here);
 /// - or, declared `(from_row -> Option)`, `from_row(&Row) -> Option<Self>`:
 ///   `None` when a field cannot be read (see [`Cell::read`]);
+/// - `from_owned(Row)`, the same taking the row: its texts and lists move
+///   into the record instead of being copied (for reads that own their rows);
 /// - `to_row(&self) -> Row`: a row of the table with every field's cell.
+///
+/// The fields' columns are found in the table once per record, not by name
+/// for every row read.
 ///
 /// ```ignore
 /// record! {
@@ -212,26 +214,18 @@ macro_rules! record {
         $crate::store::record!(@from_row [$($($read)+)?] $name $table {$($field $($col)?),*});
 
         impl $name {
-            /// Where each field's cell stands in a row of the table, in the
-            /// order of the fields (looked up once, not by name per row).
-            fn cells() -> &'static [usize] {
-                static AT: std::sync::LazyLock<Vec<usize>> = std::sync::LazyLock::new(|| {
-                    [$($crate::store::record!(@col $field $($col)?)),*]
-                        .iter()
-                        .map(|c| {
-                            $table.index_of(c).unwrap_or_else(|| {
-                                panic!("table {} has no column {c}", $table.name)
-                            })
-                        })
-                        .collect()
-                });
-                &AT
-            }
+            /// The fields' columns, in the order of the fields.
+            const COLUMNS: &'static [&'static str] =
+                &[$($crate::store::record!(@col $field $($col)?)),*];
 
-            /// The cells of `r` in the order of the fields: by position
-            /// when `r` is a row of the record's table, else by name.
+            /// The cells of `r` in the order of the fields: by positions
+            /// looked up once when `r` is a row of the record's table, else
+            /// by name.
             fn positions(r: &$crate::store::Row) -> $crate::store::Positions {
-                $crate::store::Positions::of(r, &$table, Self::cells(), &[$($crate::store::record!(@col $field $($col)?)),*])
+                static AT: std::sync::LazyLock<Vec<usize>> = std::sync::LazyLock::new(|| {
+                    $name::COLUMNS.iter().map(|c| $table.position(c)).collect()
+                });
+                $crate::store::Positions::of(r, &$table, &AT, Self::COLUMNS)
             }
         }
     };

@@ -175,6 +175,14 @@ impl Table {
         self.all_columns().position(|c| c.name == name)
     }
 
+    /// Where the column `name` stands in a row. Panics on a name the table
+    /// does not declare: a programming error, caught by the first test
+    /// that reads or writes the row.
+    pub fn position(&self, name: &str) -> usize {
+        self.index_of(name)
+            .unwrap_or_else(|| panic!("table {} has no column {name}", self.name))
+    }
+
     pub fn qualified(&self) -> String {
         format!("{}.{}", self.keyspace.prefix(), self.name)
     }
@@ -279,9 +287,7 @@ impl Row {
     }
 
     fn idx(&self, name: &str) -> usize {
-        self.table
-            .index_of(name)
-            .unwrap_or_else(|| panic!("table {} has no column {name}", self.table.name))
+        self.table.position(name)
     }
 
     pub fn get(&self, name: &str) -> Option<&Value> {

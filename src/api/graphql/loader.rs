@@ -159,6 +159,16 @@ impl<V: Clone + Send + Sync + 'static> BatchLoader<V> {
         Ok(out)
     }
 
+    /// Asks for `keys` and waits until they are loaded, handing nothing
+    /// out: the loads of them that follow find them cached. The error of a
+    /// failed read is kept for those loads too.
+    pub async fn prime(&self, keys: impl IntoIterator<Item = String>) {
+        let batches: Vec<Batch<V>> = keys.into_iter().map(|k| self.batch_of(k)).collect();
+        for batch in batches {
+            let _ = batch.await;
+        }
+    }
+
     /// The value of `key`, if it exists.
     pub async fn load_one(&self, key: String) -> Result<Option<Arc<V>>, async_graphql::Error> {
         let batch = self.batch_of(key.clone());
@@ -226,6 +236,29 @@ mod tests {
         first.sort();
         assert_eq!(first, ["a", "b", "missing-1"]);
         assert_eq!(seen[1], ["d"]);
+    }
+
+    /// Primed keys are one fetch, and the loads after it fetch nothing more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn primed_keys_load_without_another_fetch() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let batches = Batches::default();
+        let loader = Arc::new(BatchLoader::new(
+            counting(calls.clone(), seen),
+            Duration::ZERO,
+            &batches,
+        ));
+        let l = loader.clone();
+        let request = async move {
+            l.prime(["a".to_owned(), "missing-1".to_owned()]).await;
+            assert_eq!(calls.load(Ordering::SeqCst), 1);
+            let (a, m) = futures::join!(l.load_one("a".into()), l.load_one("missing-1".into()));
+            assert_eq!(a.unwrap().as_deref().map(String::as_str), Some("v-a"));
+            assert_eq!(m.unwrap(), None);
+            calls.load(Ordering::SeqCst)
+        };
+        assert_eq!(batches.drive(request).await, 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
