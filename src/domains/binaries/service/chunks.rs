@@ -32,7 +32,11 @@ impl<'a> ChunkWriter<'a> {
         ChunkWriter {
             binaries,
             original_id: original_id.to_owned(),
-            buf: Vec::with_capacity(CHUNK),
+            // Grown as bytes come: most bodies are far smaller than a chunk,
+            // and a chunk-sized buffer per body in flight was a fresh
+            // mapping for the allocator each time (and held a MiB per
+            // record waiting for the writer).
+            buf: Vec::new(),
             parts: 0,
             size: 0,
             hasher: Sha256::new(),
