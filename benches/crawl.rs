@@ -14,7 +14,7 @@
 //! and per URL, counted by the store seam.
 //!
 //! Run: `cargo bench --bench crawl` (`-- N`, default 2,000 URLs; `-- --smoke`
-//! for 200). With `KARTEI_BENCH_CASSANDRA=host:port` the same crawl runs on
+//! for 200; `KARTEI_CRAWL_DOMAINS=N` crawls N domains at a time instead of 8). With `KARTEI_BENCH_CASSANDRA=host:port` the same crawl runs on
 //! Cassandra too (keyspaces `*_bench<random>`, dropped afterwards; with
 //! `--cassandra-only` there alone). Prints one
 //! `BENCH|...` line per figure for `scripts/bench.sh`.
@@ -138,6 +138,11 @@ async fn run(n: usize, cassandra_only: bool) {
     let args = CrawlArgs {
         crawl_delay_ms: 0,
         crawl_pass: Duration::from_millis(50),
+        // The server's own setting, so a run can vary it.
+        crawl_domains: std::env::var("KARTEI_CRAWL_DOMAINS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8),
         ..CrawlArgs::default()
     };
     let fetcher = Fetcher::new(
@@ -219,6 +224,7 @@ async fn crawl(
     let commits_before = metric("kartei_store_embedded_commits_total");
     let requests_before = metric("kartei_store_cql_requests_total");
     let claims_before = metric("kartei_crawl_claims_total");
+    let disk_before = disk_bytes_written();
     let started = Instant::now();
     crawl.spawn();
     while (hits.load(Ordering::Relaxed) as usize) < n {
@@ -259,6 +265,14 @@ async fn crawl(
             writes / commits.max(1.0),
             started.elapsed().as_secs_f64() * 1000.0 / commits.max(1.0)
         );
+        if let (Some(before), Some(after)) = (disk_before, disk_bytes_written()) {
+            // What the B-tree's copy-on-write pages cost per URL.
+            println!(
+                "  bytes written to storage: {:.0} KiB per URL, {:.0} KiB per commit",
+                (after - before) as f64 / 1024.0 / n as f64,
+                (after - before) as f64 / 1024.0 / commits.max(1.0)
+            );
+        }
     }
     let requests = metric("kartei_store_cql_requests_total") - requests_before;
     if requests > 0.0 {
@@ -314,6 +328,18 @@ async fn crawl(
         "n/a".into(),
         "report",
     );
+}
+
+/// Bytes this process has caused to be written to storage so far
+/// (`write_bytes` of `/proc/self/io`); none where that is not readable.
+fn disk_bytes_written() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("write_bytes: "))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn main() {

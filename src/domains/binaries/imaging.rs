@@ -359,15 +359,22 @@ pub fn derivatives(
     quality: u8,
 ) -> Result<Vec<(u32, u32, Vec<u8>)>, String> {
     let mut source = for_jpeg(img);
-    let mut out = Vec::with_capacity(boxes.len());
+    let mut out: Vec<(u32, u32, Vec<u8>)> = Vec::with_capacity(boxes.len());
     for &(w, h) in boxes {
-        let scaled = if (w, h) == (source.width(), source.height()) {
-            source.clone()
-        } else {
-            resize(&source, w, h)
-        };
-        out.push((w, h, encode_jpeg(&scaled, quality)?));
-        source = scaled;
+        // An image smaller than several boxes is the same in each of them:
+        // encoded once (the encoder gives the same bytes for the same pixels).
+        if let Some((pw, ph, bytes)) = out.last()
+            && (*pw, *ph) == (w, h)
+            && (w, h) == (source.width(), source.height())
+        {
+            let bytes = bytes.clone();
+            out.push((w, h, bytes));
+            continue;
+        }
+        if (w, h) != (source.width(), source.height()) {
+            source = resize(&source, w, h);
+        }
+        out.push((w, h, encode_jpeg(&source, quality)?));
     }
     Ok(out)
 }
@@ -427,6 +434,16 @@ mod tests {
         let small = derivatives_of(&rotated_jpeg(100, 50, 1), &boxes, &limits).unwrap();
         assert_eq!(small.derivatives[0].0, 100);
         assert_eq!(small.derivatives[3].0, 100);
+        // Encoded once for all four: the same bytes a separate encode gives.
+        assert!(small.derivatives.iter().all(|d| d.2 == small.derivatives[0].2));
+        let (_, _, decoded) = decode_for(&rotated_jpeg(100, 50, 1), &limits, boxes[0]).unwrap();
+        let once = derivatives(
+            decoded,
+            &[(100, 50)],
+            limits.jpeg_quality,
+        )
+        .unwrap();
+        assert_eq!(once[0].2, small.derivatives[3].2);
         // Grayscale PNG with 16 bits.
         let mut png = Vec::new();
         image::DynamicImage::ImageLuma16(image::ImageBuffer::from_fn(900, 300, |x, _| {
