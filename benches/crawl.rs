@@ -14,7 +14,8 @@
 //! and per URL, counted by the store seam.
 //!
 //! Run: `cargo bench --bench crawl` (`-- N`, default 2,000 URLs; `-- --smoke`
-//! for 200; `KARTEI_CRAWL_DOMAINS=N` crawls N domains at a time instead of 8). With `KARTEI_BENCH_CASSANDRA=host:port` the same crawl runs on
+//! for 200; `KARTEI_CRAWL_DOMAINS=N` crawls N domains at a time instead of
+//! 8). With `KARTEI_BENCH_CASSANDRA=host:port` the same crawl runs on
 //! Cassandra too (keyspaces `*_bench<random>`, dropped afterwards; with
 //! `--cassandra-only` there alone). Prints one
 //! `BENCH|...` line per figure for `scripts/bench.sh`.

@@ -361,11 +361,11 @@ pub fn derivatives(
     let mut source = for_jpeg(img);
     let mut out: Vec<(u32, u32, Vec<u8>)> = Vec::with_capacity(boxes.len());
     for &(w, h) in boxes {
-        // An image smaller than several boxes is the same in each of them:
-        // encoded once (the encoder gives the same bytes for the same pixels).
+        // An image smaller than several boxes is the same in each of them
+        // (`source` is always the last one made): encoded once, as the
+        // encoder gives the same bytes for the same pixels.
         if let Some((pw, ph, bytes)) = out.last()
             && (*pw, *ph) == (w, h)
-            && (w, h) == (source.width(), source.height())
         {
             let bytes = bytes.clone();
             out.push((w, h, bytes));
