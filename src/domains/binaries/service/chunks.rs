@@ -60,6 +60,10 @@ impl<'a> ChunkWriter<'a> {
         }
         self.hasher.update(data);
         while !data.is_empty() {
+            if self.buf.is_empty() && self.parts > 0 {
+                // A later chunk of a large body: it will likely fill.
+                self.buf.reserve_exact(CHUNK);
+            }
             let n = (CHUNK - self.buf.len()).min(data.len());
             self.buf.extend_from_slice(&data[..n]);
             data = &data[n..];
@@ -71,7 +75,9 @@ impl<'a> ChunkWriter<'a> {
     }
 
     pub(super) async fn flush(&mut self) -> Result<(), WriteError> {
-        let data = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
+        // The next chunk's buffer is made when its bytes come (`push`): a
+        // body's last flush leaves nothing allocated behind it.
+        let data = std::mem::take(&mut self.buf);
         self.binaries
             .inner
             .store
