@@ -124,6 +124,18 @@ fn store_calls() -> std::collections::BTreeMap<String, f64> {
         .collect()
 }
 
+/// The crawl settings as the server's command line reads them, from its
+/// environment variables and defaults: a run varies `KARTEI_CRAWL_DOMAINS`
+/// (or any other) as it would for the server.
+fn server_crawl_args() -> CrawlArgs {
+    #[derive(clap::Parser)]
+    struct Server {
+        #[command(flatten)]
+        crawl: CrawlArgs,
+    }
+    <Server as clap::Parser>::parse_from(["kartei"]).crawl
+}
+
 async fn run(n: usize, cassandra_only: bool) {
     let body = Arc::new(jpeg());
     let hits = Arc::new(AtomicU64::new(0));
@@ -139,12 +151,7 @@ async fn run(n: usize, cassandra_only: bool) {
     let args = CrawlArgs {
         crawl_delay_ms: 0,
         crawl_pass: Duration::from_millis(50),
-        // The server's own setting, so a run can vary it.
-        crawl_domains: std::env::var("KARTEI_CRAWL_DOMAINS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(8),
-        ..CrawlArgs::default()
+        ..server_crawl_args()
     };
     let fetcher = Fetcher::new(
         FetchPolicy {
