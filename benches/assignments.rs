@@ -161,6 +161,7 @@ async fn count_by_reading(store: &DynStore, size: usize) {
 }
 
 fn main() {
+    kartei::tune_allocator();
     let largest: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())

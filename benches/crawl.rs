@@ -351,6 +351,7 @@ fn disk_bytes_written() -> Option<u64> {
 }
 
 fn main() {
+    kartei::tune_allocator();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let n = if args.iter().any(|a| a == "--smoke") {
         200

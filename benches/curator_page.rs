@@ -528,6 +528,7 @@ async fn merges(engine: &str, store: &DynStore, rows: usize) {
 }
 
 fn main() {
+    kartei::tune_allocator();
     let rows: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())

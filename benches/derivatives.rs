@@ -40,6 +40,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
+    kartei::tune_allocator();
     let dir = tempfile::tempdir().expect("temporary directory");
     let input = dir.path().join("photo.jpg");
     let bytes = photo();

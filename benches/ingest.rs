@@ -244,6 +244,7 @@ async fn suggestion_figures(dir: &Path, file: &Path, smoke: bool) {
 }
 
 fn main() {
+    kartei::tune_allocator();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let smoke = args.iter().any(|a| a == "--smoke");
     let rows: usize = args

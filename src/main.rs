@@ -35,50 +35,8 @@ struct ServeDefaults {
     args: ServeArgs,
 }
 
-/// Options of mimalloc 3's `mi_option_e` (the Rust binding names only some):
-/// `mi_option_purge_delay` and `mi_option_arena_purge_mult`.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-const MI_OPTION_ARENA_PURGE_MULT: libmimalloc_sys::mi_option_t = 24;
-/// How long memory mimalloc no longer uses stays with the process before it
-/// goes back to the system (ms).
-const PURGE_DELAY_MS: std::ffi::c_long = 10;
-/// How often a thread of its own gives back what waited longer than that,
-/// for when every other thread is idle.
-const PURGE_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
-
 fn main() -> ExitCode {
-    // The allocator is mimalloc (src/lib.rs). Chunks of binaries pass through
-    // buffers of about 1 MiB and an image scaling decodes hundreds of MiB;
-    // with its defaults mimalloc keeps freed memory for ten seconds (purge
-    // delay 1 s x arena multiplier 10), and longer when every thread then
-    // idles (measured with scripts/measure-memory.sh: 592 MiB still resident
-    // after the 8192x8192 scaling, +97 MiB for a 200 MB upload). Purged at
-    // once (delay 0) that was 113 MiB, +85 MiB, but every page a request
-    // freed went back to the system with a TLB shootdown and came back
-    // zeroed: about 8% of the server's CPU under the peer bench's page load
-    // (perf, 2026-12-07). So: purged after 10 ms, which a request's pages
-    // reused within that time never are, and a thread of its own purges
-    // twice a second for when all the others idle.
-    #[allow(unsafe_code)]
-    // SAFETY: sets two of mimalloc's options (numbers as in the mimalloc 3
-    // that libmimalloc-sys 0.1.49 builds), which it reads atomically; called
-    // before any other thread starts.
-    unsafe {
-        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
-        libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_PURGE_MULT, 1);
-    }
-    let _ = std::thread::Builder::new()
-        .name("kartei-purge".into())
-        .spawn(|| {
-            loop {
-                std::thread::sleep(PURGE_EVERY);
-                #[allow(unsafe_code)]
-                // SAFETY: mi_collect may be called from any thread at any time.
-                unsafe {
-                    libmimalloc_sys::mi_collect(false)
-                };
-            }
-        });
+    kartei::tune_allocator();
     let cli = Cli::parse();
     // A server logs for its operators; a batch command says what it did in
     // its own lines, and the storage driver's chatter stays out of them.
