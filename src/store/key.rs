@@ -173,12 +173,23 @@ pub fn decode(table: &'static Table, key: &[u8]) -> Result<Vec<Value>, StoreErro
     Ok(out)
 }
 
+/// A key range: its first key, and the key after its last (none: the
+/// range runs to the end of the table).
+pub(crate) type KeyRange = (Vec<u8>, Option<Vec<u8>>);
+
 /// The byte range of a slice, before any cursor.
-pub(crate) fn slice_range(
+pub(crate) fn slice_range(table: &'static Table, s: &Slice) -> Result<KeyRange, StoreError> {
+    slice_range_of_partition(table, s).map(|(range, _)| range)
+}
+
+/// As [`slice_range`], and the length of the partition's encoding, which
+/// begins every key in the range (where the clustering part starts).
+pub(crate) fn slice_range_of_partition(
     table: &'static Table,
     s: &Slice,
-) -> Result<(Vec<u8>, Option<Vec<u8>>), StoreError> {
+) -> Result<(KeyRange, usize), StoreError> {
     let mut base = encode(table, &s.partition)?;
+    let partition_len = base.len();
     let pk = table.partition_key.len();
     for (i, v) in s.prefix.iter().enumerate() {
         push(&mut base, v, order_of(table, pk + i))?;
@@ -186,7 +197,7 @@ pub(crate) fn slice_range(
     let mut start = base.clone();
     let mut end = successor(&base);
     if s.lower.is_none() && s.upper.is_none() {
-        return Ok((start, end));
+        return Ok(((start, end), partition_len));
     }
     let col = pk + s.prefix.len();
     let desc = order_of(table, col) == Order::Desc;
@@ -215,7 +226,7 @@ pub(crate) fn slice_range(
             Bound::Exclusive(v) => Some(enc(v)?),
         };
     }
-    Ok((start, end))
+    Ok(((start, end), partition_len))
 }
 
 /// The encoded full key of a cursor's clustering key `ck` in slice `s`,

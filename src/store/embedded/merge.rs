@@ -65,10 +65,7 @@ impl EmbeddedStore {
             .iter()
             .map(|p| {
                 slice.partition.clone_from(p);
-                Ok((
-                    SliceRange::bucket(table, &slice, after.as_deref())?,
-                    key::encode(table, p)?.len(),
-                ))
+                SliceRange::bucket(table, &slice, after.as_deref())
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let (limit, reverse) = (template.limit, template.reverse);
@@ -97,18 +94,18 @@ fn comes_before(heads: &[Head<'_>], reverse: bool, a: usize, b: usize) -> std::c
 fn merge(
     tree: &RowsTree,
     table: &'static Table,
-    ranges: &[(SliceRange, usize)],
+    ranges: &[SliceRange],
     limit: usize,
     reverse: bool,
     now: u64,
 ) -> Result<(Vec<Row>, bool), StoreError> {
     let mut heads = Vec::with_capacity(ranges.len());
-    for (r, partition_len) in ranges {
+    for r in ranges {
         if let Some(range) = r.range(tree)? {
             let mut head = Head {
                 range,
                 entry: None,
-                partition_len: *partition_len,
+                partition_len: r.partition_len,
             };
             head.advance(reverse, now)?;
             heads.push(head);

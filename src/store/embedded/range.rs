@@ -12,6 +12,8 @@ pub(super) struct SliceRange {
     after: Option<Vec<u8>>,
     reverse: bool,
     limit: usize,
+    /// Where the clustering part of every key in the range begins.
+    pub(super) partition_len: usize,
 }
 
 impl SliceRange {
@@ -45,7 +47,7 @@ impl SliceRange {
         fp: u64,
         after: Option<&[Value]>,
     ) -> Result<SliceRange, StoreError> {
-        let (start, end) = key::slice_range(table, s)?;
+        let ((start, end), partition_len) = key::slice_range_of_partition(table, s)?;
         let after = match after {
             Some(ck) => Some(key::cursor_key(table, s, ck, (&start, end.as_deref()))?),
             None => None,
@@ -57,6 +59,7 @@ impl SliceRange {
             after,
             reverse: s.reverse,
             limit: s.limit,
+            partition_len,
         })
     }
 
